@@ -1,0 +1,28 @@
+#ifndef CSHIMS_H
+#define CSHIMS_H
+/* Only what Swift's C importer cannot take directly: function-like macros, casts to function
+ * pointers, and variadic APIs. Each shim is logic-free and says why it exists. */
+#include <stddef.h>
+#include <libwebsockets.h>
+#include <sqlite3.h>
+#include <openssl/ssl.h>
+
+/* LWS_PRE is built by the _LWS_PAD macro, which the importer drops. */
+extern const size_t CShims_LWS_PRE;
+
+/* SQLITE_TRANSIENT is a cast of -1 to a function pointer; the importer drops it. */
+sqlite3_destructor_type CShims_SQLITE_TRANSIENT(void);
+
+/* lws_set_log_level's emit callback is fine, but lwsl_* levels are macros built from enums. */
+int CShims_lws_log_levels(int errors_and_warnings_only);
+
+/* SSL_CTX_set_min_proto_version is a macro over SSL_CTX_ctrl. */
+int CShims_SSL_CTX_set_min_tls12(SSL_CTX *ctx);
+
+/* SSL_set_tlsext_host_name is a macro over SSL_ctrl. */
+int CShims_SSL_set_sni(SSL *ssl, const char *name);
+
+/* OPENSSL_free is a macro that adds __FILE__/__LINE__. */
+void CShims_OPENSSL_free(void *p);
+
+#endif

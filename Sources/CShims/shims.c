@@ -1,0 +1,15 @@
+#include "CShims.h"
+
+const size_t CShims_LWS_PRE = LWS_PRE;
+
+sqlite3_destructor_type CShims_SQLITE_TRANSIENT(void) { return SQLITE_TRANSIENT; }
+
+int CShims_lws_log_levels(int errors_and_warnings_only) {
+    return errors_and_warnings_only ? (LLL_ERR | LLL_WARN) : (LLL_ERR | LLL_WARN | LLL_NOTICE);
+}
+
+int CShims_SSL_CTX_set_min_tls12(SSL_CTX *ctx) { return (int)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); }
+
+int CShims_SSL_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
+
+void CShims_OPENSSL_free(void *p) { OPENSSL_free(p); }

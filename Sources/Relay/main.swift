@@ -1,0 +1,2 @@
+import RelayCore
+print("prefect-push")
