@@ -1,2 +1,109 @@
+import Glibc
 import RelayCore
-print("prefect-push")
+
+// Wiring only: config → store → loop (HTTP API + Prefect client) → wait for a signal → shut down.
+
+let version = "0.1.0"
+
+func environment() -> [String: String] {
+    var env: [String: String] = [:]
+    var cursor = environ
+    while let entry = cursor.pointee {
+        let text = String(cString: entry)
+        if let eq = text.firstIndex(of: "=") {
+            env[String(text[..<eq])] = String(text[text.index(after: eq)...])
+        }
+        cursor += 1
+    }
+    return env
+}
+
+func fail(_ message: String) -> Never {
+    Log.error("startup.failed", ["error": message])
+    exit(2)
+}
+
+func usage() -> String {
+    var text = """
+        prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
+
+        usage: prefect-push [--help | --version]
+        Configuration comes from the environment:
+
+        """
+    let width = Config.variables.map(\.name.count).max() ?? 0
+    for variable in Config.variables {
+        let pad = String(repeating: " ", count: width - variable.name.count + 2)
+        text += "  \(variable.name)\(pad)\(variable.meaning) (default: \(variable.defaultValue))\n"
+    }
+    return text
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+switch arguments.first {
+case "--help", "-h", "help":
+    print(usage(), terminator: "")
+    exit(0)
+case "--version", "-V", "version":
+    print("prefect-push \(version)")
+    exit(0)
+case nil:
+    break
+case let other?:
+    FileHandleStderr.write("unknown argument \(other); see prefect-push --help\n")
+    exit(2)
+}
+
+let config: Config
+do {
+    config = try Config(environment: environment())
+} catch {
+    fail(error.description)
+}
+Log.setLevel(config.logLevel)
+
+// Signals are taken by sigwait on the main thread; block them before any thread starts so all inherit the mask.
+var signals = sigset_t()
+sigemptyset(&signals)
+sigaddset(&signals, SIGTERM)
+sigaddset(&signals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &signals, nil)
+signal(SIGPIPE, SIG_IGN)
+
+let store: Store
+do {
+    store = try Store(path: config.dbPath)
+} catch {
+    fail("DB_PATH: \(error)")
+}
+
+let relay = Relay(store: store, apnsConfigured: config.apns != nil)
+let httpClient = HTTPClient()
+let prefect = PrefectClient(config: config, http: httpClient)
+let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
+let api = API(relay: relay, authorizer: authorizer)
+let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
+    Task { reply(await api.handle(request)) }
+}
+
+let loop: WebSocketsLoop
+do {
+    loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile),
+                              handlers: [server, httpClient])
+} catch {
+    fail("\(error)")
+}
+server.loop = loop
+httpClient.loop = loop
+loop.start()
+Log.info("relay.started", ["version": version, "port": String(loop.listenPort ?? config.port),
+                           "base_path": config.basePath.isEmpty ? "/" : config.basePath,
+                           "prefect": config.prefectAPI.string, "apns": config.apns == nil ? "off" : "on",
+                           "db": config.dbPath])
+
+var received: Int32 = 0
+sigwait(&signals, &received)
+Log.info("relay.stopping", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
+loop.stop()
+Log.info("relay.stopped")
+exit(0)

@@ -1,0 +1,67 @@
+# prefect-push: build, test and run. Every target installs what it needs (as root on Debian) only if missing.
+SHELL := /bin/bash
+export PATH := $(PATH):/opt/swift/usr/bin
+
+SWIFT      ?= swift
+PYTHON     ?= python3
+VENV       := .venv
+PREFECT    := $(VENV)/bin/prefect
+PREFECT_VERSION := 3.9.1
+APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev libcmark-dev \
+                nghttp2-client nghttp2-server openssl ca-certificates curl
+BIN_DEBUG  := .build/debug/prefect-push
+BIN        := .build/release/prefect-push
+RUN_PORT   ?= 8080
+PREFECT_PORT ?= 4200
+
+.PHONY: deps deps-apt deps-python build debug test run demo clean
+
+deps: deps-apt deps-python
+
+deps-apt:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+deps-python: $(PREFECT)
+
+$(PREFECT):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check prefect==$(PREFECT_VERSION)
+
+# Release: static Swift stdlib, so the binary needs no Swift runtime on the node.
+build: deps-apt
+	$(SWIFT) build -c release --static-swift-stdlib --product prefect-push
+	@ls -l $(BIN) | awk '{print "built $(BIN): " $$5 " bytes"}'
+
+debug: deps-apt
+	$(SWIFT) build --product prefect-push
+
+# Unit tests plus integration tests against a real Prefect server the tests start themselves.
+test: deps
+	$(SWIFT) build --build-tests
+	PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build
+
+# Runs the relay. Without PREFECT_API_URL it starts a local Prefect server (127.0.0.1:$(PREFECT_PORT)) first and
+# stops it when the relay exits.
+run: deps build
+	@set -euo pipefail; \
+	if [ -z "$${PREFECT_API_URL:-}" ]; then \
+	  home=$$(mktemp -d); \
+	  echo "starting a local Prefect server on 127.0.0.1:$(PREFECT_PORT) (PREFECT_HOME=$$home)"; \
+	  PREFECT_HOME=$$home $(PREFECT) server start --host 127.0.0.1 --port $(PREFECT_PORT) >$$home/server.log 2>&1 & \
+	  server=$$!; trap "kill $$server 2>/dev/null; wait $$server 2>/dev/null; rm -rf $$home" EXIT; \
+	  for i in $$(seq 1 120); do curl -fs http://127.0.0.1:$(PREFECT_PORT)/api/health >/dev/null && break; sleep 0.5; done; \
+	  curl -fs http://127.0.0.1:$(PREFECT_PORT)/api/health >/dev/null || { echo "Prefect did not start; see $$home/server.log"; exit 1; }; \
+	  export PREFECT_API_URL=http://127.0.0.1:$(PREFECT_PORT)/api; \
+	  PORT=$${PORT:-$(RUN_PORT)} DB_PATH=$${DB_PATH:-$$home/prefect-push.db} $(BIN); \
+	else \
+	  PORT=$${PORT:-$(RUN_PORT)} $(BIN); \
+	fi
+
+clean:
+	rm -rf .build

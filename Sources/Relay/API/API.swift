@@ -1,0 +1,66 @@
+import RelayCore
+
+/// The API's behaviour once a request is framed (DESIGN.md §3): credential, body, then the relay.
+/// Runs on the cooperative pool; the loop thread only frames and writes.
+struct API: Sendable {
+    let relay: Relay
+    let authorizer: Authorizer
+
+    func handle(_ request: APIRequest) async -> APIResponse {
+        let started = Clock.monotonic()
+        let response = await answer(request)
+        let ms = Int((Clock.monotonic() - started) * 1000)
+        let level: Config.LogLevel = response.status >= 500 ? .warn : (response.status >= 400 ? .info : .debug)
+        Log.emit(level, "api.request", ["route": request.route.name, "method": request.method,
+                                        "status": String(response.status), "ms": String(ms)])
+        return response
+    }
+
+    private func answer(_ request: APIRequest) async -> APIResponse {
+        if request.route.needsCredential {
+            switch await authorizer.verdict(for: request.authorization) {
+            case .admitted: break
+            case .refused:
+                return APIError.unauthorized(request.authorization == nil
+                    ? "send the Prefect server's credential in the Authorization header"
+                    : "the Prefect server refused this credential").response
+            case .unavailable(let why):
+                return APIError.unavailable(why).response
+            }
+        }
+        switch request.route {
+        case .health:
+            return APIResponse(status: 200, json: await relay.health())
+        case .metrics:
+            return APIResponse(status: 200, text: await relay.metricsText(), contentType: "text/plain; version=0.0.4")
+        case .registerDevice:
+            let body: JSONValue
+            switch parse(request.body) {
+            case .failure(let error): return error.response
+            case .success(let value): body = value
+            }
+            switch Validation.registration(body) {
+            case .failure(let error): return error.response
+            case .success(let registration): return await relay.register(registration)
+            }
+        case .unregisterDevice(let id):
+            return await relay.unregister(id: id)
+        case .putActivity(let deviceID, let runID):
+            switch parse(request.body).flatMap(Validation.activityToken) {
+            case .failure(let error): return error.response
+            case .success(let token): return await relay.setActivity(deviceID: deviceID, runID: runID, token: token)
+            }
+        case .testPush(let deviceID):
+            return await relay.testPush(deviceID: deviceID)
+        }
+    }
+
+    private func parse(_ body: [UInt8]) -> Result<JSONValue, APIError> {
+        guard !body.isEmpty else { return .failure(.badRequest("the body is empty; send a JSON object")) }
+        do {
+            return .success(try JSONParser.parse(body))
+        } catch {
+            return .failure(.badRequest("the body is not valid JSON: \(error.message)"))
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import CShims
+import CWebSockets
+import Glibc
+import RelayCore
+import Synchronization
+
+/// Something that handles one libwebsockets protocol's callbacks. Called only on the loop thread.
+protocol LWSHandler: AnyObject {
+    /// The protocol name the handler registers (also the subprotocol offered by a ws client).
+    var protocolName: String { get }
+    func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32
+}
+
+/// Owns the one `lws_context` (one vhost: the HTTP API server plus the REST and events clients) and the thread
+/// that services it (DESIGN.md §1: lws is single-threaded). From any other thread only `perform(_:)` and
+/// `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
+/// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+///
+/// `@unchecked Sendable`: every lws call happens on the loop thread; the only shared state is the `Mutex` queue
+/// and the atomic flags.
+final class WebSocketsLoop: @unchecked Sendable {
+    struct Settings {
+        var port: Int = -1  // -1: no listener (CONTEXT_PORT_NO_LISTEN)
+        var clientCAFile: String? = nil
+    }
+
+    private var context: OpaquePointer?
+    private let protocols: UnsafeMutablePointer<lws_protocols>
+    private let protocolCount: Int
+    private let handlers: [LWSHandler]
+    private let commands = Mutex<[@Sendable () -> Void]>([])
+    private let stopping = Atomic<Bool>(false)
+    private var thread: pthread_t?
+    private let finished = Mutex<Bool>(false)
+
+    /// The port the server listens on (useful with port 0), or nil without a listener.
+    private(set) var listenPort: Int?
+
+    init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
+        self.handlers = handlers
+        protocolCount = handlers.count
+        protocols = .allocate(capacity: handlers.count + 1)
+        protocols.initialize(repeating: lws_protocols(), count: handlers.count + 1)
+        for (index, handler) in handlers.enumerated() {
+            protocols[index].name = UnsafePointer(strdup(handler.protocolName))
+            protocols[index].callback = webSocketsCallback
+            protocols[index].rx_buffer_size = 16 * 1024
+            // Borrowed: the loop keeps `handlers` alive until the context is destroyed.
+            protocols[index].user = Unmanaged.passUnretained(handler as AnyObject).toOpaque()
+        }
+
+        WebSocketsLoop.routeLibraryLogs()
+        var info = lws_context_creation_info()
+        info.port = Int32(settings.port)
+        info.protocols = UnsafePointer(protocols)
+        info.options = UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        info.timeout_secs = 10
+        info.keepalive_timeout = 5
+        info.max_http_header_data = 8192
+        info.max_http_header_pool = 64
+        // Borrowed: the loop outlives its context (deinit destroys the context first).
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        let caCopy = settings.clientCAFile.map { strdup($0) }
+        defer { caCopy.map { free($0) } }
+        if let caCopy { info.client_ssl_ca_filepath = UnsafePointer(caCopy) }
+        let created: OpaquePointer? = lws_create_context(&info)
+        guard let created else {
+            WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
+            let what = settings.port >= 0 ? "could not listen on port \(settings.port) (in use, or not allowed)"
+                                          : "could not create the libwebsockets context"
+            throw StartupError("PORT", what + "; pick another PORT")
+        }
+        context = created
+        if settings.port >= 0, let vhost = lws_get_vhost_by_name(created, "default") {
+            listenPort = Int(lws_get_vhost_listen_port(vhost))
+        }
+    }
+
+    deinit {
+        stop()
+        if let context { lws_context_destroy(context) }
+        WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
+    }
+
+    /// Starts the service thread.
+    func start() {
+        let box = Unmanaged.passRetained(self)  // owned by the thread until it exits
+        var tid = pthread_t()
+        let rc = pthread_create(&tid, nil, { raw in
+            let loop = Unmanaged<WebSocketsLoop>.fromOpaque(raw!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box.toOpaque())
+        precondition(rc == 0, "pthread_create failed: \(rc)")
+        thread = tid
+    }
+
+    /// Stops the service thread and waits for it. Safe from any thread but the loop's own.
+    func stop() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else {
+            return
+        }
+        if let context { lws_cancel_service(context) }
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    /// Runs `work` on the loop thread, soon. Safe from any thread.
+    func perform(_ work: @escaping @Sendable () -> Void) {
+        commands.withLock { $0.append(work) }
+        if let context { lws_cancel_service(context) }
+    }
+
+    /// The context, for handlers creating client connections (loop thread only).
+    var lwsContext: OpaquePointer { context! }
+
+    private func run() {
+        while !stopping.load(ordering: .acquiring) {
+            if lws_service(context, 0) < 0 { break }
+        }
+        drain()
+    }
+
+    fileprivate func drain() {
+        let work = commands.withLock { queue -> [@Sendable () -> Void] in
+            let taken = queue
+            queue.removeAll()
+            return taken
+        }
+        for item in work { item() }
+    }
+
+    fileprivate var firstHandler: LWSHandler? { handlers.first }
+
+    private static func freeProtocols(_ protocols: UnsafeMutablePointer<lws_protocols>, count: Int) {
+        for index in 0..<count { free(UnsafeMutableRawPointer(mutating: protocols[index].name)) }
+        protocols.deinitialize(count: count + 1)
+        protocols.deallocate()
+    }
+
+    /// lws's own errors and warnings go through `Log`, one line each.
+    private static func routeLibraryLogs() {
+        lws_set_log_level(CShims_lws_log_levels(Log.isEnabled(.debug) ? 0 : 1)) { level, line in
+            guard let line else { return }
+            var text = String(cString: line)
+            while text.last == "\n" || text.last == "\r" { text.removeLast() }
+            if text.isEmpty { return }
+            let isError = level & Int32(LLL_ERR) != 0
+            if isError { Log.warn("lws.error", ["message": text]) } else { Log.debug("lws.log", ["message": text]) }
+        }
+    }
+}
+
+/// The one C entry point for every protocol. Runs on the loop thread. The handler is found through the
+/// protocol's `user` pointer (borrowed; see `WebSocketsLoop.init`).
+private func webSocketsCallback(
+    wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
+    input: UnsafeMutableRawPointer?, length: Int
+) -> Int32 {
+    guard let wsi, let proto = lws_get_protocol(wsi), let raw = proto.pointee.user else {
+        return 0
+    }
+    let handler = Unmanaged<AnyObject>.fromOpaque(raw).takeUnretainedValue() as! LWSHandler
+    if reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED {
+        // Broadcast to every protocol; drain once, from the first.
+        guard let context = lws_get_context(wsi), let loopRaw = lws_context_user(context) else { return 0 }
+        let loop = Unmanaged<WebSocketsLoop>.fromOpaque(loopRaw).takeUnretainedValue()
+        if loop.firstHandler === handler { loop.drain() }
+        return 0
+    }
+    return handler.handle(wsi: wsi, reason: reason, input: input, length: length)
+}
+
+/// A start-up failure: which setting, what went wrong, what to do. main prints it and exits 2.
+struct StartupError: Error, CustomStringConvertible {
+    let variable: String
+    let problem: String
+    init(_ variable: String, _ problem: String) {
+        self.variable = variable
+        self.problem = problem
+    }
+    var description: String { "\(variable): \(problem)" }
+}

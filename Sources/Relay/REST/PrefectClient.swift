@@ -1,0 +1,47 @@
+import RelayCore
+
+/// REST calls to the watched Prefect server (DESIGN.md §1), over the loop's `HTTPClient`.
+/// The relay's own calls carry `Authorization: Basic base64(PREFECT_API_AUTH_STRING)`; the credential check
+/// forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") is retried with backoff.
+struct PrefectClient: Sendable {
+    let api: HTTPURL
+    let ownAuthorization: String?
+    let http: HTTPClient
+
+    init(config: Config, http: HTTPClient) {
+        api = config.prefectAPI
+        ownAuthorization = config.prefectAuth.map { "Basic " + Base64.encode(Array($0.utf8)) }
+        self.http = http
+    }
+
+    /// `POST /flows/count` with the caller's Authorization header: Prefect's answer to "may this caller in?".
+    func checkCredential(_ authorization: String?) async -> Result<Int, HTTPFailure> {
+        let result = await call("POST", "/flows/count", body: "{}", authorization: authorization, retries: 0)
+        return result.map(\.status)
+    }
+
+    /// A JSON call with the relay's own credential; retries 503 up to `retries` times (0.2 s, 0.4 s, …).
+    func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3) async -> Result<HTTPReply, HTTPFailure> {
+        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries)
+    }
+
+    private func call(_ method: String, _ path: String, body: String?, authorization: String?, retries: Int) async
+        -> Result<HTTPReply, HTTPFailure>
+    {
+        var headers: [(String, String)] = [("accept", "application/json")]
+        if let authorization { headers.append(("authorization", authorization)) }
+        if body != nil { headers.append(("content-type", "application/json")) }
+        let request = HTTPCall(method: method, url: api, path: api.path + path, headers: headers,
+                               body: body.map { Array($0.utf8) })
+        var attempt = 0
+        while true {
+            let result = await http.send(request)
+            if case .success(let reply) = result, reply.status == 503, attempt < retries {
+                attempt += 1
+                try? await Task.sleep(for: .milliseconds(200 << (attempt - 1)))
+                continue
+            }
+            return result
+        }
+    }
+}

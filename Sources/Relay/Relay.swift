@@ -1,0 +1,95 @@
+import RelayCore
+
+/// The relay's one owner of state: the SQLite store (one connection, touched only here) and the live status
+/// that `/health` reports. The API and, later, the watcher call into it.
+actor Relay {
+    private let store: Store
+    private let apnsConfigured: Bool
+    private(set) var subscribed = false
+    private let now: @Sendable () -> Double
+
+    init(store: consuming Store, apnsConfigured: Bool, now: @escaping @Sendable () -> Double = Clock.unixNow) {
+        self.store = store
+        self.apnsConfigured = apnsConfigured
+        self.now = now
+    }
+
+    func setSubscribed(_ value: Bool) { subscribed = value }
+
+    // MARK: - API
+
+    func health() -> JSONValue {
+        let devices = (try? store.deviceCount()) ?? 0
+        let waiting = (try? store.waitingCount()) ?? 0
+        return ["ok": true, "subscribed": .bool(subscribed), "apns": .bool(apnsConfigured),
+                "devices": .int(Int64(devices)), "waiting": .int(Int64(waiting))]
+    }
+
+    func metricsText() -> String {
+        let devices = (try? store.deviceCount()) ?? 0
+        let waiting = (try? store.waitingCount()) ?? 0
+        return """
+            # HELP prefect_push_devices Registered devices.
+            # TYPE prefect_push_devices gauge
+            prefect_push_devices \(devices)
+            # HELP prefect_push_waiting Pauses still waiting on a person.
+            # TYPE prefect_push_waiting gauge
+            prefect_push_waiting \(waiting)
+            # HELP prefect_push_subscribed Whether the events socket is authenticated and filtered.
+            # TYPE prefect_push_subscribed gauge
+            prefect_push_subscribed \(subscribed ? 1 : 0)
+
+            """
+    }
+
+    func register(_ registration: DeviceRegistration) -> APIResponse {
+        do {
+            let device = try store.upsertDevice(registration, now: Int64(now()))
+            Log.info("device.registered", ["device": registration.id, "token": Log.short(registration.token),
+                                           "environment": registration.environment.rawValue,
+                                           "start_token": registration.startToken == nil ? "no" : "yes"])
+            return APIResponse(status: 200, json: device.json)
+        } catch {
+            return storageFailure(error)
+        }
+    }
+
+    func unregister(id: String) -> APIResponse {
+        do {
+            guard try store.deleteDevice(id: id) else { return APIError.notFound("no device with id \(id)").response }
+            Log.info("device.unregistered", ["device": id])
+            return .noContent
+        } catch {
+            return storageFailure(error)
+        }
+    }
+
+    func setActivity(deviceID: String, runID: String, token: String) -> APIResponse {
+        do {
+            guard try store.setActivityToken(deviceID: deviceID, runID: runID, token: token) else {
+                return APIError.notFound("no device with id \(deviceID); register it first with POST /devices").response
+            }
+            Log.info("activity.registered", ["device": deviceID, "run": runID, "token": Log.short(token)])
+            return .noContent
+        } catch {
+            return storageFailure(error)
+        }
+    }
+
+    func testPush(deviceID: String) async -> APIResponse {
+        do {
+            guard try store.device(id: deviceID) != nil else {
+                return APIError.notFound("no device with id \(deviceID)").response
+            }
+        } catch {
+            return storageFailure(error)
+        }
+        return APIError.unavailable("APNs is not configured: set APNS_KEY (or APNS_KEY_PATH), APNS_KEY_ID and APNS_TEAM_ID")
+            .response
+    }
+
+    private func storageFailure(_ error: any Error) -> APIResponse {
+        Log.error("store.failed", ["error": "\(error)"])
+        return APIError(status: 500, message: "the registry could not be read or written; see the relay's log").response
+    }
+}

@@ -1,0 +1,114 @@
+/// The HTTP API's routes (DESIGN.md §3), matched from a method and a raw path under `BASE_PATH`.
+public enum Route: Sendable, Equatable {
+    case health
+    case metrics
+    case registerDevice
+    case unregisterDevice(id: String)
+    case putActivity(deviceID: String, runID: String)
+    case testPush(deviceID: String)
+
+    /// Whether the route reads a JSON body (and so needs Content-Length and a JSON content type).
+    public var takesBody: Bool {
+        switch self {
+        case .registerDevice, .putActivity: return true
+        default: return false
+        }
+    }
+
+    public var needsCredential: Bool { self != .health }
+
+    /// A short, bounded name for logs and metrics.
+    public var name: String {
+        switch self {
+        case .health: return "health"
+        case .metrics: return "metrics"
+        case .registerDevice: return "register"
+        case .unregisterDevice: return "unregister"
+        case .putActivity: return "activity"
+        case .testPush: return "test"
+        }
+    }
+}
+
+/// Matches requests to routes. Pure: no sockets, so every path rule is unit-tested.
+public struct Router: Sendable {
+    public let basePath: String
+
+    public init(basePath: String) { self.basePath = basePath }
+
+    /// The route for `method` and `rawPath` (query string allowed), or the API error to answer with
+    /// (404 for an unknown path, 405 for a known path with the wrong method).
+    public func route(method: String, rawPath: String) -> Result<Route, APIError> {
+        var path = Substring(rawPath)
+        if let query = path.firstIndex(of: "?") { path = path[..<query] }
+        guard path.hasPrefix(basePath) else { return .failure(.notFound("no such route: \(clip(path))")) }
+        path = path.dropFirst(basePath.count)
+        guard path.hasPrefix("/") else { return .failure(.notFound("no such route: \(clip(rawPath))")) }
+        let rawSegments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        var segments: [String] = []
+        for raw in rawSegments {
+            guard let decoded = percentDecode(raw) else {
+                return .failure(.badRequest("the path has a malformed %-escape"))
+            }
+            segments.append(decoded)
+        }
+        if segments.last == "" && segments.count > 1 { segments.removeLast() }  // tolerate one trailing slash
+
+        func only(_ allowed: String, _ route: Route) -> Result<Route, APIError> {
+            method == allowed || (allowed == "GET" && method == "HEAD")
+                ? .success(route) : .failure(.methodNotAllowed(method: method, allowed: allowed))
+        }
+
+        switch segments.count {
+        case 1 where segments[0] == "health": return only("GET", .health)
+        case 1 where segments[0] == "metrics": return only("GET", .metrics)
+        case 1 where segments[0] == "devices": return only("POST", .registerDevice)
+        case 2 where segments[0] == "devices":
+            guard let id = Validation.identifier(segments[1]) else { return .failure(.badRequest(Validation.idRule("id"))) }
+            return only("DELETE", .unregisterDevice(id: id))
+        case 3 where segments[0] == "devices" && segments[2] == "test":
+            guard let id = Validation.identifier(segments[1]) else { return .failure(.badRequest(Validation.idRule("id"))) }
+            return only("POST", .testPush(deviceID: id))
+        case 4 where segments[0] == "devices" && segments[2] == "activities":
+            guard let id = Validation.identifier(segments[1]) else { return .failure(.badRequest(Validation.idRule("id"))) }
+            guard let run = Validation.identifier(segments[3]) else {
+                return .failure(.badRequest(Validation.idRule("run_id")))
+            }
+            return only("PUT", .putActivity(deviceID: id, runID: run))
+        default:
+            return .failure(.notFound("no such route: \(clip(rawPath))"))
+        }
+    }
+
+    private func clip(_ s: some StringProtocol) -> String {
+        let printable = s.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }
+        return String(String.UnicodeScalarView(printable.prefix(100)))
+    }
+
+    /// Percent-decodes one path segment; nil when an escape is malformed or the bytes aren't UTF-8.
+    func percentDecode(_ segment: Substring) -> String? {
+        guard segment.contains("%") else { return String(segment) }
+        var bytes: [UInt8] = []
+        var iterator = segment.utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}

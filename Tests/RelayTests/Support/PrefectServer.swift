@@ -1,0 +1,108 @@
+import Glibc
+@testable import Relay
+@testable import RelayCore
+
+/// A real Prefect server (`prefect server start`, SQLite) on a free 127.0.0.1 port, with basic auth on.
+/// One per test process, started on first use; killed when the tests exit. Needs the venv from `make deps`
+/// (or PREFECT_BIN pointing at a `prefect` executable).
+actor PrefectServer {
+    static let shared = PrefectServer()
+    static let authString = "admin:pass"
+
+    private var started: (port: Int, process: ChildProcess)?
+
+    var prefectBinary: String {
+        let env = ProcessInfoLite.environment
+        return env["PREFECT_BIN"] ?? TestFiles.packageRoot + "/.venv/bin/prefect"
+    }
+
+    /// The API root, e.g. http://127.0.0.1:PORT/api; starts the server the first time.
+    func apiURL() throws -> String {
+        if let started { return "http://127.0.0.1:\(started.port)/api" }
+        guard access(prefectBinary, X_OK) == 0 else {
+            throw TestFailure("no Prefect at \(prefectBinary): run `make deps` (or set PREFECT_BIN)")
+        }
+        let home = TestFiles.temporaryDirectory()
+        let port = TestSocket.freePort()
+        var env = ProcessInfoLite.environment
+        env["PREFECT_HOME"] = home
+        env["PREFECT_SERVER_API_AUTH_STRING"] = PrefectServer.authString
+        env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+        env["PREFECT_UI_ENABLED"] = "false"
+        env["PREFECT_SERVER_UI_ENABLED"] = "false"
+        env["PREFECT_SERVER_LOGGING_LEVEL"] = "WARNING"
+        let process = try ChildProcess(prefectBinary, ["server", "start", "--host", "127.0.0.1", "--port", String(port)],
+                                       environment: env, logPath: home + "/server.log")
+        let http = TestHTTP(port: port)
+        let deadline = Clock.monotonic() + 120
+        while Clock.monotonic() < deadline {
+            if let reply = try? http.request("GET", "/api/health", timeout: 2), reply.status == 200 {
+                started = (port, process)
+                return "http://127.0.0.1:\(port)/api"
+            }
+            if process.waitForExit(timeout: 0) != nil { break }
+            sleepSeconds(0.3)
+        }
+        process.stop(signal: SIGKILL)
+        throw TestFailure("Prefect did not become healthy in 120 s: \(process.log.suffix(2000))")
+    }
+
+    var port: Int? { started?.port }
+}
+
+/// The process environment as a dictionary (no Foundation).
+enum ProcessInfoLite {
+    static var environment: [String: String] {
+        var env: [String: String] = [:]
+        var cursor = environ
+        while let entry = cursor.pointee {
+            let text = String(cString: entry)
+            if let eq = text.firstIndex(of: "=") { env[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            cursor += 1
+        }
+        return env
+    }
+}
+
+/// The relay binary (`prefect-push`, built beside the tests) run as a child process on a free port.
+final class RelayProcess: @unchecked Sendable {
+    let process: ChildProcess
+    let port: Int
+    let directory: String
+    var http: TestHTTP { TestHTTP(port: port) }
+
+    static var binary: String {
+        // The test bundle lives beside the product in the build directory.
+        var exe = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &exe, exe.count - 1)
+        let path = n > 0 ? String(decoding: exe[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        var parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        while let last = parts.last, !last.hasSuffix(".xctest") && parts.count > 1 { parts.removeLast() }
+        parts.removeLast()
+        return parts.joined(separator: "/") + "/prefect-push"
+    }
+
+    /// Starts the relay with `environment` (PORT and DB_PATH filled in when absent) and waits for /health.
+    init(environment: [String: String], directory: String? = nil, waitForHealth: Bool = true) throws {
+        self.directory = directory ?? TestFiles.temporaryDirectory()
+        var env = environment
+        if env["PORT"] == nil { env["PORT"] = String(TestSocket.freePort()) }
+        if env["DB_PATH"] == nil { env["DB_PATH"] = self.directory + "/relay.db" }
+        port = Int(env["PORT"]!)!
+        process = try ChildProcess(RelayProcess.binary, [], environment: env, logPath: self.directory + "/relay.log")
+        guard waitForHealth else { return }
+        let base = env["BASE_PATH"] ?? ""
+        let deadline = Clock.monotonic() + 20
+        while Clock.monotonic() < deadline {
+            if let reply = try? http.request("GET", base + "/health", timeout: 2), reply.status == 200 { return }
+            if process.waitForExit(timeout: 0) != nil { break }
+            sleepSeconds(0.05)
+        }
+        process.stop(signal: SIGKILL)
+        throw TestFailure("the relay did not answer /health: \(process.log.suffix(2000))")
+    }
+
+    deinit {
+        process.stop(signal: SIGKILL, timeout: 5)
+    }
+}

@@ -1,0 +1,141 @@
+import Glibc
+@testable import Relay
+@testable import RelayCore
+
+/// A deliberately small HTTP/1.1 client over a raw socket, so tests can also send what a proper client never
+/// would (truncated bodies, lies in Content-Length, slow senders). 127.0.0.1 only; every read has a deadline.
+struct TestHTTP {
+    struct Reply {
+        var status: Int
+        var headers: [String: String]
+        var body: String
+        var json: JSONValue? { try? JSONParser.parse(body) }
+    }
+
+    let port: Int
+
+    func request(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil,
+                 timeout: Double = 10) throws -> Reply {
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        var headers = headers
+        if let body {
+            if headers["Content-Type"] == nil { headers["Content-Type"] = "application/json" }
+            if headers["Content-Length"] == nil { headers["Content-Length"] = String(body.utf8.count) }
+        }
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
+        head += "\r\n"
+        return try raw(Array(head.utf8) + Array((body ?? "").utf8), timeout: timeout)
+    }
+
+    /// Sends `bytes` as they are, then reads until the server closes or answers completely.
+    func raw(_ bytes: [UInt8], closeWrite: Bool = false, timeout: Double = 10) throws -> Reply {
+        let fd = try TestSocket.connect(port: port)
+        defer { close(fd) }
+        try TestSocket.send(fd, bytes)
+        if closeWrite { shutdown(fd, Int32(SHUT_WR)) }
+        return try TestHTTP.parse(TestSocket.receiveAll(fd, timeout: timeout))
+    }
+
+    static func parse(_ data: [UInt8]) throws -> Reply {
+        let text = String(decoding: data, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { throw TestFailure("no complete HTTP answer: \(text.prefix(200))") }
+        let lines = text[..<split.lowerBound].split(separator: "\r\n")
+        guard let statusLine = lines.first, statusLine.hasPrefix("HTTP/1.1 "),
+              let status = Int(statusLine.dropFirst(9).prefix(3)) else {
+            throw TestFailure("bad status line: \(lines.first ?? "")")
+        }
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...]).trimmingWhitespace()
+        }
+        var body = String(text[split.upperBound...])
+        if let length = headers["content-length"].flatMap(Int.init), body.utf8.count > length {
+            body = String(decoding: Array(body.utf8).prefix(length), as: UTF8.self)
+        }
+        return Reply(status: status, headers: headers, body: body)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+enum TestSocket {
+    static func connect(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            throw TestFailure("connect to 127.0.0.1:\(port) failed: errno \(errno)")
+        }
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }  // the server may close early (e.g. after a 413): that's an answer, not an error
+            offset += n
+        }
+    }
+
+    static func receiveAll(_ fd: Int32, timeout: Double) throws -> [UInt8] {
+        var data: [UInt8] = []
+        let deadline = Clock.monotonic() + timeout
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while Clock.monotonic() < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, 100)
+            if ready == 0 {
+                if TestHTTP.isComplete(data) { break }
+                continue
+            }
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            data += buffer[0..<n]
+            if TestHTTP.isComplete(data) { break }
+        }
+        return data
+    }
+
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                _ = bind(fd, pointer, length)
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+extension TestHTTP {
+    /// Whether `data` holds a whole answer (headers plus Content-Length bytes, or a bodiless status).
+    static func isComplete(_ data: [UInt8]) -> Bool {
+        let text = String(decoding: data, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { return false }
+        let head = text[..<split.lowerBound].lowercased()
+        if let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
+           let length = Int(line.dropFirst(15).trimmingCharacters()) {
+            return text[split.upperBound...].utf8.count >= length
+        }
+        return head.hasPrefix("http/1.1 204") || head.hasPrefix("http/1.1 304")
+    }
+}
