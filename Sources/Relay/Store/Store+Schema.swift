@@ -1,0 +1,45 @@
+extension Store {
+    /// Schema migrations: entry `n` takes the file from `user_version` n to n + 1. Only ever append; a shipped
+    /// migration never changes, since files in the field have already run it.
+    ///
+    /// Tables are STRICT so a wrong-typed value is an error, not a silent conversion.
+    static let migrations: [String] = [
+        // v1: DESIGN.md §6.
+        """
+        CREATE TABLE devices (
+            id TEXT PRIMARY KEY NOT NULL,
+            token TEXT NOT NULL,
+            start_token TEXT,
+            environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+            server_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        ) STRICT;
+
+        CREATE TABLE activities (
+            device_id TEXT NOT NULL REFERENCES devices (id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL,
+            token TEXT NOT NULL,
+            PRIMARY KEY (device_id, run_id)
+        ) STRICT;
+        -- Ending a run's activities looks them up by run, across devices.
+        CREATE INDEX activities_by_run ON activities (run_id);
+
+        CREATE TABLE pauses (
+            state_id TEXT PRIMARY KEY NOT NULL,
+            run_id TEXT NOT NULL,
+            state_name TEXT NOT NULL,
+            paused_at INTEGER NOT NULL,
+            timeout_at INTEGER,
+            announced_at INTEGER,
+            reminded_at INTEGER,
+            ended_at INTEGER,
+            ended_state TEXT
+        ) STRICT;
+        -- Every run-state event asks "is this run waiting?"; only waiting pauses are indexed for it.
+        CREATE INDEX pauses_waiting_by_run ON pauses (run_id, paused_at) WHERE ended_at IS NULL;
+        -- Pruning finds ended pauses by age.
+        CREATE INDEX pauses_ended ON pauses (ended_at) WHERE ended_at IS NOT NULL;
+        """,
+    ]
+}

@@ -1,0 +1,109 @@
+import CSQLite
+import RelayCore
+
+/// The relay's registry (DESIGN.md §6): phones, their live-activity tokens and the pauses seen so far.
+///
+/// Not Sendable: the `Relay` actor owns the only instance and so serializes every call onto one connection.
+/// Every write runs in its own transaction. Times are unix seconds chosen by the caller, so tests control them.
+final class Store {
+    let path: String
+    let database: Database
+    /// Prepared statements keyed by their SQL. The SQL texts are literals in this type, so the cache is bounded.
+    private var statements: [String: Statement] = [:]
+
+    /// Opens the file at `path` (creating it on first boot), sets the connection up and brings the schema to
+    /// the latest version. Throws a `StoreError` naming the path, the problem and the fix; never traps on a
+    /// bad file.
+    init(path: String) throws {
+        do {
+            let db = try Database(path: path)
+            try Store.configure(db, path: path)
+            try Store.migrate(db, path: path)
+            self.database = db
+        } catch let error as SQLiteError {
+            throw StoreError.diagnosing(error, path: path)
+        }
+        self.path = path
+    }
+
+    // MARK: - Connection setup
+
+    /// PRAGMAs are per connection and (except `journal_mode`) not stored in the file, so they run on every open.
+    private static func configure(_ db: Database, path: String) throws {
+        // Wait up to 5 s for another connection's lock (a backup, an operator's sqlite3 shell) before failing.
+        try db.execute("PRAGMA busy_timeout = 5000")
+        // The first statement to read the file: a corrupt or foreign file fails here, not on the first request.
+        let mode = try db.scalarString("PRAGMA journal_mode = WAL")
+        if mode?.lowercased() != "wal" {
+            // WAL needs shared memory beside the file; some network file systems lack it. Still correct, slower.
+            Log.warn("store.journal_mode", ["path": path, "mode": mode ?? "unknown", "wanted": "wal"])
+        }
+        // Cascading deletes of activities depend on this; it is off by default in every connection.
+        try db.execute("PRAGMA foreign_keys = ON")
+        guard try db.scalarInt("PRAGMA foreign_keys") == 1 else {
+            throw SQLiteError(code: SQLITE_MISUSE, message: "this SQLite build does not enforce foreign keys")
+        }
+        // In WAL mode NORMAL never corrupts; an OS crash or power cut may lose the last commits (a process crash
+        // does not), which at worst means one pause is announced again after the machine comes back.
+        try db.execute("PRAGMA synchronous = NORMAL")
+    }
+
+    /// Brings the schema from `PRAGMA user_version` up to `migrations.count`, all in one write transaction so
+    /// two relays started on the same file cannot both migrate it. Refuses files it does not understand.
+    private static func migrate(_ db: Database, path: String) throws {
+        try db.transaction {
+            let version = Int(try db.scalarInt("PRAGMA user_version") ?? 0)
+            let latest = migrations.count
+            if version > latest {
+                throw StoreError(kind: .newerSchema, path: path,
+                                 problem: "was written by a newer prefect-push (schema version \(version); "
+                                     + "this build knows up to \(latest))",
+                                 fix: "run that newer release, or set DB_PATH to another file "
+                                     + "(a new registry starts empty and phones register again)")
+            }
+            if version == 0 {
+                let tables = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'")
+                if let tables, tables > 0 {
+                    throw StoreError(kind: .foreignDatabase, path: path,
+                                     problem: "is an SQLite database of some other program "
+                                         + "(it has \(tables) tables but no prefect-push schema version)",
+                                     fix: "set DB_PATH to a file of its own")
+                }
+            }
+            guard version < latest else { return }
+            for step in version..<latest {
+                try db.execute(migrations[step])
+            }
+            // user_version lives in the file header and is transactional: it commits with the schema or not at all.
+            try db.execute("PRAGMA user_version = \(latest)")
+            Log.info("store.migrated", ["path": path, "from": String(version), "to": String(latest)])
+        }
+    }
+
+    // MARK: - Helpers for the extensions
+
+    /// The cached prepared statement for `sql`, compiled on first use.
+    func statement(_ sql: String) throws -> Statement {
+        if let cached = statements[sql] { return cached }
+        let compiled = try database.prepare(sql, persistent: true)
+        statements[sql] = compiled
+        return compiled
+    }
+
+    /// Runs one write statement in its own transaction; returns the number of rows it changed.
+    @discardableResult
+    func write(_ sql: String, _ values: [SQLValue]) throws -> Int {
+        let statement = try statement(sql)
+        return try database.transaction { try statement.execute(values) }
+    }
+
+    /// Runs one read statement and maps each row.
+    func read<T>(_ sql: String, _ values: [SQLValue] = [], row: (Statement) throws -> T) throws -> [T] {
+        try statement(sql).query(values, row: row)
+    }
+
+    /// Runs a `SELECT count(*) ...`.
+    func count(_ sql: String, _ values: [SQLValue] = []) throws -> Int {
+        Int(try read(sql, values) { $0.int64(0) }.first ?? 0)
+    }
+}
