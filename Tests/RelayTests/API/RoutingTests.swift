@@ -16,7 +16,7 @@ import Testing
         ("PUT", "/push/devices/p/activities/run-9", Route.putActivity(deviceID: "p", runID: "run-9")),
         ("POST", "/push/devices/p/test", Route.testPush(deviceID: "p")),
     ])
-    func matches(_ method: String, _ path: String, _ route: Route) {
+    func matches(_ method: String, _ path: String, _ route: Route) throws {
         #expect(try router.route(method: method, rawPath: path).get() == route)
     }
 
@@ -35,11 +35,11 @@ import Testing
         if status == 405 { #expect(error.allow != nil) }
     }
 
-    @Test func emptyBasePath() {
+    @Test func emptyBasePath() throws {
         #expect(try Router(basePath: "").route(method: "GET", rawPath: "/health").get() == .health)
     }
 
-    @Test func idLength() {
+    @Test func idLength() throws {
         let long = String(repeating: "x", count: 201)
         #expect(throws: APIError.self) { try router.route(method: "DELETE", rawPath: "/push/devices/\(long)").get() }
         #expect(try router.route(method: "DELETE", rawPath: "/push/devices/\(long.dropLast())").get()

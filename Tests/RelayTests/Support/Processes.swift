@@ -92,7 +92,7 @@ final class ChildRegistry: @unchecked Sendable {
 enum TestFiles {
     static func temporaryDirectory() -> String {
         var template = Array("/tmp/prefect-push-test-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress) }
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
         return String(cString: template)
     }
