@@ -19,6 +19,7 @@ final class Store {
             let db = try Database(path: path)
             try Store.configure(db, path: path)
             try Store.migrate(db, path: path)
+            try Store.verify(db)
             self.database = db
         } catch let error as SQLiteError {
             throw StoreError.diagnosing(error, path: path)
@@ -32,6 +33,10 @@ final class Store {
     private static func configure(_ db: Database, path: String) throws {
         // Wait up to 5 s for another connection's lock (a backup, an operator's sqlite3 shell) before failing.
         try db.execute("PRAGMA busy_timeout = 5000")
+        // SQLite quietly falls back to read-only for a write-protected file; say so now, not at the first write.
+        if sqlite3_db_readonly(db.handle, "main") == 1 {
+            throw SQLiteError(code: SQLITE_READONLY, message: "the file could only be opened read-only")
+        }
         // The first statement to read the file: a corrupt or foreign file fails here, not on the first request.
         let mode = try db.scalarString("PRAGMA journal_mode = WAL")
         if mode?.lowercased() != "wal" {
@@ -77,6 +82,15 @@ final class Store {
             // user_version lives in the file header and is transactional: it commits with the schema or not at all.
             try db.execute("PRAGMA user_version = \(latest)")
             Log.info("store.migrated", ["path": path, "from": String(version), "to": String(latest)])
+        }
+    }
+
+    /// A damaged page would otherwise surface on some later request; the registry is small, so checking
+    /// the whole file at start-up costs milliseconds.
+    private static func verify(_ db: Database) throws {
+        let verdict = try db.scalarString("PRAGMA quick_check(1)")
+        guard verdict == "ok" else {
+            throw SQLiteError(code: SQLITE_CORRUPT, message: "quick_check: \(verdict ?? "no answer")")
         }
     }
 

@@ -17,7 +17,7 @@ struct StoreError: Error, CustomStringConvertible {
     var underlying: SQLiteError?
 
     var description: String {
-        var line = "database \(String(path.prefix(300))): \(problem); \(fix)"
+        var line = "database \(StoreError.shown(path)): \(problem); \(fix)"
         if let underlying { line += " [\(underlying)]" }
         return line
     }
@@ -32,13 +32,14 @@ struct StoreError: Error, CustomStringConvertible {
             StoreError(kind: kind, path: path, problem: problem, fix: fix, underlying: error)
         }
         let directory = directoryName(of: path)
+        let shownDirectory = shown(directory)
         var info = stat()
         let exists = stat(path, &info) == 0
         let user = "uid \(getuid())"
 
         if exists && (info.st_mode & S_IFMT) == S_IFDIR {
             return make(.isDirectory, "is a directory, not a file",
-                        "set DB_PATH to a file inside it, e.g. \(path)/prefect-push.db")
+                        "set DB_PATH to a file inside it, e.g. \(shown(path))/prefect-push.db")
         }
         switch error.code {
         case SQLITE_NOTADB, SQLITE_CORRUPT:
@@ -55,11 +56,11 @@ struct StoreError: Error, CustomStringConvertible {
         }
         var dirInfo = stat()
         if stat(directory, &dirInfo) != 0 || (dirInfo.st_mode & S_IFMT) != S_IFDIR {
-            return make(.missingDirectory, "directory \(directory) does not exist",
+            return make(.missingDirectory, "directory \(shownDirectory) does not exist",
                         "create it (or mount the volume there), or set DB_PATH to a file in an existing directory")
         }
         if access(directory, W_OK | X_OK) != 0 || (error.code == SQLITE_CANTOPEN && !exists) {
-            return make(.directoryNotWritable, "directory \(directory) is not writable",
+            return make(.directoryNotWritable, "directory \(shownDirectory) is not writable",
                         "SQLite creates the file and its -wal and -shm files beside it: make the directory "
                             + "writable by \(user), or set DB_PATH to a writable place")
         }
@@ -70,6 +71,11 @@ struct StoreError: Error, CustomStringConvertible {
             return make(.io, "disk I/O error", "check the volume and the file system (dmesg)")
         }
         return make(.other, "cannot be opened", "check DB_PATH and the permissions on the file and its directory")
+    }
+
+    /// A path as it appears in a message: whole when short, else its start and end (where the file name is).
+    static func shown(_ path: String) -> String {
+        path.count <= 240 ? path : String(path.prefix(120)) + "…" + String(path.suffix(119))
     }
 
     /// The directory part of `path` ("." for a bare file name), without touching the file system.
