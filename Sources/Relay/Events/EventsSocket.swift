@@ -1,0 +1,238 @@
+import CShims
+import CWebSockets
+import Glibc
+import RelayCore
+
+/// What the events socket tells the relay, in order.
+enum SocketMessage: Sendable {
+    /// Authenticated and filtered: events flow from here (backfill first).
+    case subscribed
+    /// One `{"type":"event","event":{…}}` message's `event`.
+    case event(JSONValue)
+    /// The connection ended; a reconnect is scheduled after `retryIn` seconds.
+    case disconnected(reason: String, retryIn: Double)
+}
+
+/// The client for Prefect's `/api/events/out` WebSocket (reference/prefect.md §1) on the loop's vhost:
+/// subprotocol `prefect`, `{"type":"auth","token":…}`, then one `filter` for `prefect.flow-run.*` events with
+/// `occurred.until` a year ahead (the server applies `until` to live events too) and backfill on.
+/// Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
+/// silent (`retryPolicy`). Loop thread only, except `start()`/`stop()`, which hop onto the loop.
+final class EventsSocket: LWSHandler, @unchecked Sendable {
+    let protocolName = "prefect"
+    static let maxMessage = 1024 * 1024
+
+    private enum Phase { case idle, connecting, authenticating, subscribed }
+
+    weak var loop: WebSocketsLoop?
+    private let url: HTTPURL
+    private let authToken: String?
+    private let authorization: String?
+    private let deliver: @Sendable (SocketMessage) -> Void
+    private var backoff = Backoff()
+    private let random: @Sendable () -> Double
+    private let now: @Sendable () -> Double
+
+    private var wsi: OpaquePointer?
+    private var phase = Phase.idle
+    private var outbox: [String] = []
+    private var inbox: [UInt8] = []
+    private var lastOccurred: String?
+    private var closeNote: String?
+    private var stopped = false
+    private var generation = 0
+    // C keeps pointers to these for the life of the context: owned here, freed in deinit.
+    private let cStrings: [UnsafeMutablePointer<CChar>]
+    private let retryTable: UnsafeMutablePointer<UInt32>
+    private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
+
+    init(config: Config, deliver: @escaping @Sendable (SocketMessage) -> Void,
+         random: @escaping @Sendable () -> Double = { Double(drand48()) }, now: @escaping @Sendable () -> Double = Clock.unixNow) {
+        url = config.prefectAPI
+        authToken = config.prefectAuth
+        authorization = config.prefectAuth.map { "Basic " + Base64.encode(Array($0.utf8)) }
+        self.deliver = deliver
+        self.now = now
+        self.random = random
+        cStrings = [url.host, url.path + "/events/out", url.authority, "prefect"].map { strdup($0)! }
+        retryTable = .allocate(capacity: 1)
+        retryTable.initialize(to: 1000)
+        retryPolicy = .allocate(capacity: 1)
+        // Server PINGs every 20 s; if nothing valid arrives for 45 s we PING, and hang up at 70 s.
+        retryPolicy.initialize(to: lws_retry_bo_t(retry_ms_table: UnsafePointer(retryTable), retry_ms_table_count: 1,
+                                                  conceal_count: 0, secs_since_valid_ping: 45,
+                                                  secs_since_valid_hangup: 70, jitter_percent: 0))
+    }
+
+    deinit {
+        cStrings.forEach { free($0) }
+        retryPolicy.deallocate()
+        retryTable.deallocate()
+    }
+
+    /// Connects (from any thread).
+    func start() { loop?.perform { self.connect() } }
+
+    /// Closes the socket and stops reconnecting (from any thread).
+    func stop() {
+        loop?.perform {
+            self.stopped = true
+            if let wsi = self.wsi { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        }
+    }
+
+    // MARK: - Connecting
+
+    private func connect() {
+        guard !stopped, wsi == nil, let loop else { return }
+        var info = lws_client_connect_info()
+        info.context = loop.lwsContext
+        info.address = UnsafePointer(cStrings[0])
+        info.port = Int32(url.port)
+        info.ssl_connection = url.tls ? Int32(LCCSCF_USE_SSL.rawValue) : 0
+        info.path = UnsafePointer(cStrings[1])
+        info.host = UnsafePointer(cStrings[2])
+        info.origin = UnsafePointer(cStrings[2])
+        info.protocol = UnsafePointer(cStrings[3])
+        info.local_protocol_name = UnsafePointer(cStrings[3])
+        info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        phase = .connecting
+        closeNote = nil
+        var created: OpaquePointer?
+        info.pwsi = withUnsafeMutablePointer(to: &created) { $0 }
+        if lws_client_connect_via_info(&info) == nil {
+            // lws reports CLIENT_CONNECTION_ERROR itself when it got that far; otherwise retry from here.
+            if created == nil && phase == .connecting { disconnected("could not start the connection") }
+        } else {
+            wsi = created
+        }
+    }
+
+    private func disconnected(_ reason: String) {
+        wsi = nil
+        phase = .idle
+        outbox.removeAll()
+        inbox.removeAll()
+        guard !stopped else { return }
+        var delay = backoff.failed(now: now(), random: random())
+        if let closeNote, closeNote.hasPrefix("1008") {
+            delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
+        }
+        let note = closeNote ?? reason
+        deliver(.disconnected(reason: note, retryIn: delay))
+        generation += 1
+        let expected = generation
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+            guard let self else { return }
+            self.loop?.perform { if self.generation == expected { self.connect() } }
+        }
+    }
+
+    // MARK: - Callbacks
+
+    func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32 {
+        guard let wsi, wsi == self.wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR else { return 0 }
+        switch reason {
+        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            // Not needed by Prefect (the auth message is), but proxies in front of it may ask for it.
+            guard let authorization, let input else { return 0 }
+            let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+            let end = cursor.pointee! + length
+            return ("authorization:" as String).withCString { n in
+                authorization.withCString { v in
+                    lws_add_http_header_by_name(wsi, UnsafeRawPointer(n).assumingMemoryBound(to: UInt8.self),
+                                                UnsafeRawPointer(v).assumingMemoryBound(to: UInt8.self),
+                                                Int32(strlen(v)), cursor, end)
+                }
+            } != 0 ? -1 : 0
+        case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            phase = .authenticating
+            let token: JSONValue = authToken.map { .string($0) } ?? .null
+            send(JSONValue.object(["type": "auth", "token": token]).encoded())
+        case LWS_CALLBACK_CLIENT_RECEIVE:
+            guard let input else { return 0 }
+            if inbox.count + length > EventsSocket.maxMessage {
+                Log.warn("events.oversized", ["bytes": String(inbox.count + length)])
+                inbox.removeAll()
+                return -1
+            }
+            inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+            if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
+                let message = inbox
+                inbox.removeAll(keepingCapacity: true)
+                received(message)
+            }
+        case LWS_CALLBACK_CLIENT_WRITEABLE:
+            guard !outbox.isEmpty else { return 0 }
+            let text = Array(outbox.removeFirst().utf8)
+            let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: CShims_LWS_PRE + text.count)
+            defer { buffer.deallocate() }
+            text.withUnsafeBufferPointer { (buffer + CShims_LWS_PRE).update(from: $0.baseAddress!, count: text.count) }
+            if lws_write(wsi, buffer + CShims_LWS_PRE, text.count, LWS_WRITE_TEXT) < text.count { return -1 }
+            if !outbox.isEmpty { lws_callback_on_writable(wsi) }
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let input, length >= 2 {
+                let bytes = UnsafeRawBufferPointer(start: input, count: length)
+                let code = Int(bytes[0]) << 8 | Int(bytes[1])
+                let text = String(decoding: bytes.dropFirst(2).prefix(200), as: UTF8.self)
+                closeNote = "\(code) \(text)"
+                if code == 1008 {
+                    Log.error("events.auth_rejected", ["reason": text,
+                        "fix": "check PREFECT_API_AUTH_STRING matches the server's PREFECT_SERVER_API_AUTH_STRING"])
+                }
+            }
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            guard wsi == self.wsi || self.wsi == nil else { return 0 }
+            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+            if message.contains("403") {
+                Log.error("events.auth_rejected", ["reason": message,
+                    "fix": "the server refused the upgrade; check PREFECT_API_URL and PREFECT_API_AUTH_STRING"])
+            }
+            disconnected(message)
+        case LWS_CALLBACK_CLIENT_CLOSED:
+            disconnected("closed")
+        default:
+            break
+        }
+        return 0
+    }
+
+    private func received(_ bytes: [UInt8]) {
+        guard let message = try? JSONParser.parse(bytes) else {
+            Log.warn("events.unparsable", ["bytes": String(bytes.count)])
+            return
+        }
+        switch message["type"]?.string {
+        case "auth_success":
+            phase = .subscribed
+            backoff.connected(now: now())
+            send(filterMessage())
+            deliver(.subscribed)
+        case "event":
+            guard let event = message["event"] else { return }
+            if let occurred = event["occurred"]?.string { lastOccurred = occurred }
+            deliver(.event(event))
+        default:
+            Log.debug("events.ignored", ["type": message["type"]?.string ?? "?"])
+        }
+    }
+
+    private func send(_ text: String) {
+        outbox.append(text)
+        if let wsi { lws_callback_on_writable(wsi) }
+    }
+
+    /// The relay filter: flow-run events (state changes and custom events on a run), no heartbeats, from a minute
+    /// before the last event seen (the server clamps `since` to 15 min) until a year ahead.
+    func filterMessage() -> String {
+        let nowSeconds = now()
+        let since = lastOccurred.flatMap(Timestamp.parse).map { $0 - 60 } ?? (nowSeconds - 15 * 60)
+        let filter: JSONValue = [
+            "occurred": ["since": .string(Timestamp.format(since)), "until": .string(Timestamp.format(nowSeconds + 365 * 86400))],
+            "event": ["prefix": ["prefect.flow-run."], "exclude_name": ["prefect.flow-run.heartbeat"]],
+            "resource": ["id_prefix": ["prefect.flow-run."]],
+        ]
+        return JSONValue.object(["type": "filter", "filter": filter, "backfill": true]).encoded()
+    }
+}
