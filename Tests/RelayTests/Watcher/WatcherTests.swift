@@ -239,6 +239,46 @@ import Testing
         }
     }
 
+    @Test func theServersTimeoutFailureEndsThePause() throws {
+        let failed = try WatcherFixture.stateEvent("ws-event-failed-timeout-server.json")
+        let pausedNoInput = try WatcherFixture.stateEvent("ws-event-paused-no-input.json")
+        var watcher = Watcher(pauses: [])
+        let orphan = pause(run: failed.runID, id: "01a22958-1a52-73bf-81f5-fbddeb76b3f8", at: "2026-11-29T22:06:09.490947Z")
+        _ = watcher.handle(.event(orphan), now: orphan.occurred)
+        _ = watcher.handle(.event(pausedNoInput), now: pausedNoInput.occurred)
+        let ending = watcher.handle(.event(failed), now: failed.occurred)
+        #expect(ending.ended == ["Failed"])
+        #expect(watcher.waiting.map(\.stateID) == [pausedNoInput.stateID])  // another run's pause is untouched
+    }
+
+    @Test func aCapturedBackfillIsAnnouncedOnceAcrossReconnectsAndRestarts() throws {
+        let capture = try WatcherFixture.json("ws-backfill.json")
+        let first = try #require(PrefectEvent(message: capture["first_backfilled_message"] ?? .null)?.stateEvent)
+        let replay: [StateEvent] = (capture["backfilled"]?.array ?? []).compactMap { item in
+            guard let id = item["id"]?.string, let name = item["event"]?.string,
+                  let occurred = item["occurred"]?.string.flatMap(Timestamp.parse) else { return nil }
+            let state = String(name.dropFirst("prefect.flow-run.".count))
+            // The summary keeps no run id; each of these pauses belongs to a different run.
+            return StateEvent(stateID: id, runID: id == first.stateID ? first.runID : "run-\(id)",
+                              stateType: "PAUSED", stateName: state, stateTimestamp: occurred)
+        }
+        #expect(replay.count == 11)
+        let connectedAt = Timestamp.parse("2026-11-29T22:08:20.837Z")!
+
+        var watcher = Watcher(pauses: [])
+        var announced: [String] = []
+        for _ in 0..<2 {  // the same backfill after a reconnect
+            for event in replay { announced += watcher.handle(.event(event), now: connectedAt).announced }
+        }
+        #expect(announced.count == 11)
+        #expect(Set(announced).count == 11)
+        var restarted = Watcher(pauses: Array(watcher.pauses.values))
+        for event in replay {
+            let again = restarted.handle(.event(event), now: connectedAt + 30)
+            #expect(again.isEmpty)
+        }
+    }
+
     // MARK: - Another pause of the same run
 
     @Test func aNewerPauseOfTheRunEndsTheOldOneAndIsAnnounced() {
