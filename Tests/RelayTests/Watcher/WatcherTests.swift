@@ -243,7 +243,8 @@ import Testing
         let failed = try WatcherFixture.stateEvent("ws-event-failed-timeout-server.json")
         let pausedNoInput = try WatcherFixture.stateEvent("ws-event-paused-no-input.json")
         var watcher = Watcher(pauses: [])
-        let orphan = pause(run: failed.runID, id: "01a22958-1a52-73bf-81f5-fbddeb76b3f8", at: "2026-11-29T22:06:09.490947Z")
+        let orphan = pause(run: failed.runID, id: "01a22958-1a52-73bf-81f5-fbddeb76b3f8",
+                           at: "2026-11-29T22:06:09.490947Z")
         _ = watcher.handle(.event(orphan), now: orphan.occurred)
         _ = watcher.handle(.event(pausedNoInput), now: pausedNoInput.occurred)
         let ending = watcher.handle(.event(failed), now: failed.occurred)
