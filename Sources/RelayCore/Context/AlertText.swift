@@ -66,7 +66,7 @@ public struct AlertText: Sendable, Equatable {
         })
         let artifact = AlertText.approvalArtifact(context.artifacts)
         let earlierEvent = AlertText.newest(context.events.filter { event in
-            guard event.names(run.resourceID), event.payload["body"]?.string != nil,
+            guard event.names(run.resourceID), event.payload["body"]?.string?.hasVisibleText == true,
                   let occurred = event.occurred.flatMap(Timestamp.parse) else { return false }
             return pausedAt.map { occurred <= $0 } ?? true
         })
@@ -74,11 +74,11 @@ public struct AlertText: Sendable, Equatable {
         // context
         var source = ContextSource.none
         var markdown: String?
-        if let body = workWaiting?.payload["body"]?.string, !body.trimmingSpaces().isEmpty {
+        if let body = workWaiting?.payload["body"]?.string, body.hasVisibleText {
             (source, markdown) = (.workWaiting, body)
         } else if let description = input.description {
             (source, markdown) = (.inputDescription, description)
-        } else if let data = artifact?.data.string {
+        } else if let data = artifact?.data.string, data.hasVisibleText {
             (source, markdown) = (.approvalArtifact, data)
         } else if let body = earlierEvent?.payload["body"]?.string {
             (source, markdown) = (.event, body)
@@ -144,7 +144,7 @@ public struct AlertText: Sendable, Equatable {
         for (order, artifact) in artifacts.enumerated() {
             guard let key = artifact.key, key.lowercased().contains("approval"),
                   artifact.type == nil || artifact.type == "markdown",
-                  let data = artifact.data.string, !data.trimmingSpaces().isEmpty else { continue }
+                  let data = artifact.data.string, data.hasVisibleText else { continue }
             let at = artifact.created.flatMap(Timestamp.parse) ?? -.infinity
             if best == nil || at > best!.at { best = (artifact, at, order) }
         }
@@ -196,7 +196,7 @@ public struct AlertText: Sendable, Equatable {
     static func line(_ text: String?, _ limit: Int) -> String? {
         guard let text else { return nil }
         let clean = text.prefix(utf8Bytes: maxSourceBytes).cleanedForDisplay(keepNewlines: false)
-        return clean.isEmpty ? nil : clean.truncated(toCharacters: limit)
+        return clean.hasVisibleText ? clean.truncated(toCharacters: limit) : nil
     }
 
     /// The body when nothing else says anything: the run's name and what it waits for.

@@ -43,7 +43,7 @@ public struct PauseInput: Sendable, Equatable {
 
         let schemaRow = row(keyset?.schema, suffix: "schema")
         let descriptionRow = row(keyset?.description, suffix: "description")
-        let description = parsed(descriptionRow)?.string.flatMap { $0.trimmingSpaces().isEmpty ? nil : $0 }
+        let description = parsed(descriptionRow)?.string.flatMap { $0.hasVisibleText ? $0 : nil }
 
         guard keyset != nil || schemaRow != nil else {
             self.init(category: .plain, description: description)

@@ -28,6 +28,15 @@ extension String {
         return kept + "…"
     }
 
+    /// False when nothing would show: only spaces, control characters and invisible format characters
+    /// (zero-width space, …).
+    public var hasVisibleText: Bool {
+        unicodeScalars.contains {
+            let category = $0.properties.generalCategory
+            return !$0.properties.isWhitespace && category != .format && category != .control
+        }
+    }
+
     /// Leading and trailing spaces, tabs and newlines removed.
     func trimmingSpaces() -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0.isNewline }
