@@ -53,6 +53,14 @@ public struct WaitingProps: Sendable, Equatable {
             url: WaitingProps.runURL(uiRoot: uiRoot, runId: run.id))
     }
 
+    /// The same props for another device: only `serverId` differs between a pause's devices, so props can be
+    /// built (or stored, via `encoded()` / `init?(json:)`) once per pause and specialised per device.
+    public func forDevice(serverId: String) -> WaitingProps {
+        var copy = self
+        copy.serverId = serverId
+        return copy
+    }
+
     /// `<ui root>/runs/flow-run/<run id>`, with one slash between the parts.
     public static func runURL(uiRoot: String, runId: String) -> String {
         var root = uiRoot

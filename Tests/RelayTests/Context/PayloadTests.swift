@@ -76,6 +76,8 @@ import Testing
         props.timeoutAt = nil
         #expect(WaitingProps(json: props.json) == props)
         #expect(WaitingProps(json: ["runId": "x"]) == nil)
+        #expect(props.forDevice(serverId: "other").serverId == "other")
+        #expect(WaitingProps(json: try! JSONParser.parse(props.encoded())) == props)
         let running = FlowRun(id: "r", name: "n", state: RunState(id: "s", type: "RUNNING", name: "Running"))
         #expect(WaitingProps(run: running, flowName: nil, text: AlertText(title: "t", subtitle: "s", body: "b",
                                                                           category: .plain),
