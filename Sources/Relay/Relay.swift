@@ -3,43 +3,40 @@ import RelayCore
 /// The relay's one owner of state: the SQLite store (one connection, touched only here) and the live status
 /// that `/health` reports. The API and, later, the watcher call into it.
 actor Relay {
-    private let store: Store
+    let store: Store
+    let prefect: PrefectClient
     private let apnsConfigured: Bool
-    private(set) var subscribed = false
-    private let now: @Sendable () -> Double
+    var subscribed = false
+    var watcher: Watcher
+    var lastListing = -Double.infinity
+    var metrics = Metrics()
+    /// Set once at start-up, before any event arrives (it needs the relay itself).
+    var notifier: Notifier!
+    let now: @Sendable () -> Double
 
-    init(store: consuming Store, apnsConfigured: Bool, now: @escaping @Sendable () -> Double = Clock.unixNow) {
+    init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool,
+         now: @escaping @Sendable () -> Double = Clock.unixNow) throws {
+        watcher = Watcher(pauses: try store.allPauses())
         self.store = store
+        self.prefect = prefect
         self.apnsConfigured = apnsConfigured
         self.now = now
     }
 
-    func setSubscribed(_ value: Bool) { subscribed = value }
+    func attach(_ notifier: Notifier) { self.notifier = notifier }
 
     // MARK: - API
 
     func health() -> JSONValue {
         let devices = (try? store.deviceCount()) ?? 0
-        let waiting = (try? store.waitingCount()) ?? 0
+        let waiting = watcher.waitingCount
         return ["ok": true, "subscribed": .bool(subscribed), "apns": .bool(apnsConfigured),
                 "devices": .int(Int64(devices)), "waiting": .int(Int64(waiting))]
     }
 
     func metricsText() -> String {
-        let devices = (try? store.deviceCount()) ?? 0
-        let waiting = (try? store.waitingCount()) ?? 0
-        return """
-            # HELP prefect_push_devices Registered devices.
-            # TYPE prefect_push_devices gauge
-            prefect_push_devices \(devices)
-            # HELP prefect_push_waiting Pauses still waiting on a person.
-            # TYPE prefect_push_waiting gauge
-            prefect_push_waiting \(waiting)
-            # HELP prefect_push_subscribed Whether the events socket is authenticated and filtered.
-            # TYPE prefect_push_subscribed gauge
-            prefect_push_subscribed \(subscribed ? 1 : 0)
-
-            """
+        metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
+                       residentBytes: ProcessStatus.residentBytes())
     }
 
     func register(_ registration: DeviceRegistration) -> APIResponse {

@@ -22,3 +22,11 @@ extension Timestamp {
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(ms, 3))Z"
     }
 }
+
+extension Timestamp {
+    /// Whole unix seconds (rounded down) for an optional ISO-8601 text; nil when absent or not a timestamp.
+    public static func unixSeconds(_ text: String?) -> Int64? {
+        guard let text, let seconds = parse(text) else { return nil }
+        return Int64(seconds.rounded(.down))
+    }
+}

@@ -54,7 +54,9 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         self.deliver = deliver
         self.now = now
         self.random = random
-        cStrings = [url.host, url.path + "/events/out", url.authority, "prefect"].map { strdup($0)! }
+        let path: String = config.prefectAPI.path + "/events/out"
+        let parts: [String] = [config.prefectAPI.host, path, config.prefectAPI.authority, "prefect"]
+        cStrings = parts.map { strdup($0)! }
         retryTable = .allocate(capacity: 1)
         retryTable.initialize(to: 1000)
         retryPolicy = .allocate(capacity: 1)

@@ -45,3 +45,44 @@ struct PrefectClient: Sendable {
         }
     }
 }
+
+// MARK: - Reads
+
+/// The answer to a read of one object.
+enum PrefectRead: Sendable {
+    case found(JSONValue)
+    case notFound
+    case failed(String)
+}
+
+extension PrefectClient {
+    /// `GET /flow_runs/{id}`.
+    func flowRun(id: String) async -> PrefectRead { await read("/flow_runs/\(id)") }
+
+    /// `GET /flows/{id}`.
+    func flow(id: String) async -> PrefectRead { await read("/flows/\(id)") }
+
+    func read(_ path: String) async -> PrefectRead {
+        switch await json("GET", path) {
+        case .failure(let failure): return .failed(failure.reason)
+        case .success(let reply) where reply.status == 404: return .notFound
+        case .success(let reply) where reply.status == 200:
+            guard let value = try? JSONParser.parse(reply.body) else { return .failed("unparsable JSON from \(path)") }
+            return .found(value)
+        case .success(let reply): return .failed("\(path) answered \(reply.status)")
+        }
+    }
+
+    /// A filter call (`POST …/filter`) whose answer is a JSON array.
+    func filter(_ path: String, _ body: JSONValue) async -> Result<[JSONValue], HTTPFailure> {
+        switch await json("POST", path, body: body) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let reply) where reply.status == 200:
+            guard let value = try? JSONParser.parse(reply.body), let items = value.array else {
+                return .failure(HTTPFailure(reason: "\(path) answered something other than a JSON array"))
+            }
+            return .success(items)
+        case .success(let reply): return .failure(HTTPFailure(reason: "\(path) answered \(reply.status)"))
+        }
+    }
+}

@@ -44,9 +44,20 @@ extension Store {
 
     /// Ends a waiting pause with the run's new state name. True only the first time, so the activity is ended once.
     @discardableResult
-    func markEnded(stateID: String, state: String, at time: Int64) throws -> Bool {
+    func markEnded(stateID: String, state: String?, at time: Int64) throws -> Bool {
         try write("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL",
                   [.text(stateID), .text(state), .integer(time)]) > 0
+    }
+
+    /// Sets a pause's timeout once it is known (events don't carry it; the run read does).
+    @discardableResult
+    func setTimeout(stateID: String, timeoutAt: Int64) throws -> Bool {
+        try write("UPDATE pauses SET timeout_at = ?2 WHERE state_id = ?1", [.text(stateID), .integer(timeoutAt)]) > 0
+    }
+
+    /// Every remembered pause, ended ones included: the watcher needs them to recognise replayed history.
+    func allPauses() throws -> [PauseRecord] {
+        try read("SELECT \(Store.pauseColumns) FROM pauses ORDER BY paused_at, state_id", row: Store.pause(from:))
     }
 
     /// Pauses not yet ended, oldest first.

@@ -1,0 +1,89 @@
+import RelayCore
+
+/// Reads everything an alert is made from (reference/prefect.md §3), concurrently: the run, its flow, its input
+/// rows, its artifacts and the recent events naming it. Handles the two read traps of a real server
+/// (DESIGN.md §4): the run can lag its own Paused event, and input rows land after the event, in two steps.
+struct ContextGatherer: Sendable {
+    let prefect: PrefectClient
+
+    /// What was read for one pause: the alert's inputs and the raw run (the watcher wants its timeout).
+    struct Gathered: Sendable {
+        var context: PauseContext
+        var runJSON: JSONValue
+    }
+
+    /// Nil when the run can't be read at all (Prefect down, run deleted): the caller logs and gives up.
+    func gather(runID: String, stateID: String, flowID: String?) async -> Gathered? {
+        async let artifacts = prefect.filter("/artifacts/filter", [
+            "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
+        ])
+        async let events = prefect.json("POST", "/events/filter", body: [
+            "filter": [
+                "any_resource": ["id": [.string("prefect.flow-run." + runID)]],
+                "event": ["exclude_prefix": ["prefect.flow-run.", "prefect.task-run.", "prefect.log"]],
+                "order": "DESC",
+            ],
+            "limit": 50,
+        ])
+        async let eventFlow = flowName(flowID)
+        guard let runJSON = await currentRun(runID: runID, stateID: stateID),
+              let run = RunDetails(prefect: runJSON) else {
+            return nil
+        }
+        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset)
+        let name: String?
+        if let known = await eventFlow { name = known } else { name = await flowName(run.flowID) }
+
+        var eventList: [RunEvent] = []
+        if case .success(let reply) = await events, reply.status == 200, let json = try? JSONParser.parse(reply.body) {
+            eventList = RunEvent.list(prefect: json)
+        }
+        let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
+        let context = PauseContext(run: run, flowName: name, inputRows: await rows, artifacts: artifactList,
+                                   events: eventList)
+        return Gathered(context: context, runJSON: runJSON)
+    }
+
+    /// `GET /flow_runs/{id}`, re-read (bounded, ~1.5 s in all) while it still shows the state before the pause.
+    private func currentRun(runID: String, stateID: String) async -> JSONValue? {
+        var last: JSONValue?
+        for attempt in 0..<6 {
+            if attempt > 0 { try? await Task.sleep(for: .milliseconds(50 * (1 << attempt))) }
+            guard case .found(let json) = await prefect.flowRun(id: runID) else { continue }
+            last = json
+            // Caught up: it shows our pause, or it has already moved past it (a newer PAUSED or a later state).
+            let current = json["state"]?["id"]?.string
+            if current == stateID || json["state"]?["type"]?.string != "RUNNING" && json["state"]?["type"]?.string != "PENDING" {
+                return json
+            }
+        }
+        return last
+    }
+
+    private func flowName(_ flowID: String?) async -> String? {
+        guard let flowID, case .found(let json) = await prefect.flow(id: flowID) else { return nil }
+        return json["name"]?.string
+    }
+
+    /// The pause's input rows. The flow writes `-schema` then `-description` in separate requests after the
+    /// event, so a row the keyset names but that isn't there yet is read again (twice, 0.3 s then 0.6 s).
+    /// `wait_for_input=str` names a description that never comes; its schema says so and ends the wait.
+    private func inputRows(runID: String, keyset: InputKeyset?) async -> [InputRow] {
+        guard let keyset, let schemaKey = keyset.schema else { return [] }
+        let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
+        var rows: [InputRow] = []
+        for attempt in 0..<3 {
+            if attempt > 0 { try? await Task.sleep(for: .milliseconds(300 * attempt)) }
+            if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
+                                                                ["prefix": .string(prefix), "limit": 20]) {
+                rows = InputRow.list(prefect: .array(items))
+            }
+            let keys = Set(rows.map(\.key))
+            guard keys.contains(schemaKey) else { continue }
+            guard let descriptionKey = keyset.description, !keys.contains(descriptionKey) else { return rows }
+            let schema = rows.first { $0.key == schemaKey }?.value ?? ""
+            if schema.contains("strAutomaticRunInput") { return rows }  // str input never has a description
+        }
+        return rows
+    }
+}

@@ -1,0 +1,100 @@
+/// The relay's counters and the event→APNs latency histogram, rendered as Prometheus text (exposition 0.0.4).
+/// Pure: the relay owns one and bumps it; gauges it doesn't own (devices, RSS) are passed in when rendering.
+public struct Metrics: Sendable {
+    public var eventsReceived = 0
+    public var announced = 0
+    public var reminded = 0
+    public var ended = 0
+    public var reconnects = 0
+    public var subscribed = false
+    public var apnsConnectionsOpened = 0
+    /// Pushes by kind ("alert", "liveactivity") and outcome ("200", "410 Unregistered", "failed timeout", …).
+    public private(set) var pushes: [PushKey: Int] = [:]
+    /// Seconds from the event's arrival to APNs' answer, per push.
+    public private(set) var latency = Histogram(bounds: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+
+    public struct PushKey: Hashable, Sendable {
+        public var kind: String
+        public var status: String
+        public var reason: String
+    }
+
+    public init() {}
+
+    public mutating func recordPush(kind: String, status: String, reason: String, seconds: Double?) {
+        pushes[PushKey(kind: kind, status: status, reason: reason), default: 0] += 1
+        if let seconds { latency.observe(seconds) }
+    }
+
+    public func render(devices: Int, waiting: Int, residentBytes: Int?) -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for (labels, value) in samples { out += "\(name)\(labels) \(value)\n" }
+        }
+        metric("prefect_push_events_received_total", "counter", "Events received from the Prefect events socket.",
+               [("", String(eventsReceived))])
+        metric("prefect_push_pauses_announced_total", "counter", "Pauses announced to phones.", [("", String(announced))])
+        metric("prefect_push_pauses_reminded_total", "counter", "Reminders sent before a pause times out.",
+               [("", String(reminded))])
+        metric("prefect_push_pauses_ended_total", "counter", "Pauses whose run moved on.", [("", String(ended))])
+        let pushSamples = pushes.sorted { ($0.key.kind, $0.key.status, $0.key.reason) < ($1.key.kind, $1.key.status, $1.key.reason) }
+            .map { ("{kind=\"\(escape($0.key.kind))\",status=\"\(escape($0.key.status))\",reason=\"\(escape($0.key.reason))\"}",
+                    String($0.value)) }
+        metric("prefect_push_pushes_total", "counter", "APNs pushes by kind and outcome.", pushSamples)
+        out += latency.render(name: "prefect_push_event_to_apns_seconds",
+                              help: "Seconds from a pause event's arrival to APNs' answer, per push.")
+        metric("prefect_push_apns_connections_opened_total", "counter", "APNs HTTP/2 connections opened.",
+               [("", String(apnsConnectionsOpened))])
+        metric("prefect_push_socket_reconnects_total", "counter", "Times the events socket dropped.",
+               [("", String(reconnects))])
+        metric("prefect_push_subscribed", "gauge", "1 while the events socket is authenticated and filtered.",
+               [("", subscribed ? "1" : "0")])
+        metric("prefect_push_devices", "gauge", "Registered devices.", [("", String(devices))])
+        metric("prefect_push_waiting", "gauge", "Pauses still waiting on a person.", [("", String(waiting))])
+        if let residentBytes {
+            metric("prefect_push_resident_memory_bytes", "gauge", "Resident set size of the relay.",
+                   [("", String(residentBytes))])
+        }
+        return out
+    }
+
+    private func escape(_ s: String) -> String {
+        var out = ""
+        for ch in s.prefix(80) {
+            switch ch {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(ch)
+            }
+        }
+        return out
+    }
+}
+
+/// A cumulative Prometheus histogram with fixed bucket bounds.
+public struct Histogram: Sendable {
+    public let bounds: [Double]
+    public private(set) var counts: [Int]
+    public private(set) var sum = 0.0
+    public private(set) var total = 0
+
+    public init(bounds: [Double]) {
+        self.bounds = bounds
+        counts = Array(repeating: 0, count: bounds.count)
+    }
+
+    public mutating func observe(_ value: Double) {
+        for (index, bound) in bounds.enumerated() where value <= bound { counts[index] += 1 }
+        sum += value
+        total += 1
+    }
+
+    func render(name: String, help: String) -> String {
+        var out = "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+        for (index, bound) in bounds.enumerated() { out += "\(name)_bucket{le=\"\(bound)\"} \(counts[index])\n" }
+        out += "\(name)_bucket{le=\"+Inf\"} \(total)\n\(name)_sum \(sum)\n\(name)_count \(total)\n"
+        return out
+    }
+}
