@@ -10,33 +10,85 @@ public enum APNsReason: Sendable, Hashable, RawRepresentable, CustomStringConver
     case tooManyProviderTokenUpdates, tooManyRequests, internalServerError, serviceUnavailable, shutdown
     case unknown(String)
 
-    private static let table: [(APNsReason, String)] = [
-        (.badCollapseID, "BadCollapseId"), (.badDeviceToken, "BadDeviceToken"),
-        (.badExpirationDate, "BadExpirationDate"), (.badMessageID, "BadMessageId"), (.badPriority, "BadPriority"),
-        (.badTopic, "BadTopic"), (.deviceTokenNotForTopic, "DeviceTokenNotForTopic"),
-        (.duplicateHeaders, "DuplicateHeaders"), (.idleTimeout, "IdleTimeout"), (.invalidPushType, "InvalidPushType"),
-        (.missingDeviceToken, "MissingDeviceToken"), (.missingTopic, "MissingTopic"), (.payloadEmpty, "PayloadEmpty"),
-        (.topicDisallowed, "TopicDisallowed"), (.badCertificate, "BadCertificate"),
-        (.badCertificateEnvironment, "BadCertificateEnvironment"), (.expiredProviderToken, "ExpiredProviderToken"),
-        (.forbidden, "Forbidden"), (.invalidProviderToken, "InvalidProviderToken"),
-        (.missingProviderToken, "MissingProviderToken"), (.unrelatedKeyIDInToken, "UnrelatedKeyIdInToken"),
-        (.badEnvironmentKeyInToken, "BadEnvironmentKeyInToken"), (.badPath, "BadPath"),
-        (.methodNotAllowed, "MethodNotAllowed"), (.expiredToken, "ExpiredToken"), (.unregistered, "Unregistered"),
-        (.payloadTooLarge, "PayloadTooLarge"), (.tooManyProviderTokenUpdates, "TooManyProviderTokenUpdates"),
-        (.tooManyRequests, "TooManyRequests"), (.internalServerError, "InternalServerError"),
-        (.serviceUnavailable, "ServiceUnavailable"), (.shutdown, "Shutdown"),
+    /// Every reason Apple documents, for tests and for callers that enumerate.
+    public static let known: [APNsReason] = [
+        .badCollapseID,
+        .badDeviceToken,
+        .badExpirationDate,
+        .badMessageID,
+        .badPriority,
+        .badTopic,
+        .deviceTokenNotForTopic,
+        .duplicateHeaders,
+        .idleTimeout,
+        .invalidPushType,
+        .missingDeviceToken,
+        .missingTopic,
+        .payloadEmpty,
+        .topicDisallowed,
+        .badCertificate,
+        .badCertificateEnvironment,
+        .expiredProviderToken,
+        .forbidden,
+        .invalidProviderToken,
+        .missingProviderToken,
+        .unrelatedKeyIDInToken,
+        .badEnvironmentKeyInToken,
+        .badPath,
+        .methodNotAllowed,
+        .expiredToken,
+        .unregistered,
+        .payloadTooLarge,
+        .tooManyProviderTokenUpdates,
+        .tooManyRequests,
+        .internalServerError,
+        .serviceUnavailable,
+        .shutdown,
     ]
 
-    /// Every reason Apple documents, for tests and for callers that enumerate.
-    public static var known: [APNsReason] { table.map(\.0) }
+    private static let byName: [String: APNsReason] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
     public init(rawValue: String) {
-        self = Self.table.first(where: { $0.1 == rawValue })?.0 ?? .unknown(rawValue)
+        self = Self.byName[rawValue] ?? .unknown(rawValue)
     }
 
+    // A switch, not a table lookup: RawRepresentable's default == compares rawValue, so using == here recurses.
     public var rawValue: String {
-        if case .unknown(let raw) = self { return raw }
-        return Self.table.first(where: { $0.0 == self })!.1
+        switch self {
+        case .badCollapseID: return "BadCollapseId"
+        case .badDeviceToken: return "BadDeviceToken"
+        case .badExpirationDate: return "BadExpirationDate"
+        case .badMessageID: return "BadMessageId"
+        case .badPriority: return "BadPriority"
+        case .badTopic: return "BadTopic"
+        case .deviceTokenNotForTopic: return "DeviceTokenNotForTopic"
+        case .duplicateHeaders: return "DuplicateHeaders"
+        case .idleTimeout: return "IdleTimeout"
+        case .invalidPushType: return "InvalidPushType"
+        case .missingDeviceToken: return "MissingDeviceToken"
+        case .missingTopic: return "MissingTopic"
+        case .payloadEmpty: return "PayloadEmpty"
+        case .topicDisallowed: return "TopicDisallowed"
+        case .badCertificate: return "BadCertificate"
+        case .badCertificateEnvironment: return "BadCertificateEnvironment"
+        case .expiredProviderToken: return "ExpiredProviderToken"
+        case .forbidden: return "Forbidden"
+        case .invalidProviderToken: return "InvalidProviderToken"
+        case .missingProviderToken: return "MissingProviderToken"
+        case .unrelatedKeyIDInToken: return "UnrelatedKeyIdInToken"
+        case .badEnvironmentKeyInToken: return "BadEnvironmentKeyInToken"
+        case .badPath: return "BadPath"
+        case .methodNotAllowed: return "MethodNotAllowed"
+        case .expiredToken: return "ExpiredToken"
+        case .unregistered: return "Unregistered"
+        case .payloadTooLarge: return "PayloadTooLarge"
+        case .tooManyProviderTokenUpdates: return "TooManyProviderTokenUpdates"
+        case .tooManyRequests: return "TooManyRequests"
+        case .internalServerError: return "InternalServerError"
+        case .serviceUnavailable: return "ServiceUnavailable"
+        case .shutdown: return "Shutdown"
+        case .unknown(let raw): return raw
+        }
     }
 
     public var description: String { rawValue }
