@@ -6,6 +6,8 @@
 #include <libwebsockets.h>
 #include <sqlite3.h>
 #include <openssl/ssl.h>
+/* CShims.h is the module's umbrella header, so per-area shim headers are listed here. */
+#include "CShims_APNs.h"
 
 /* LWS_PRE is built by the _LWS_PAD macro, which the importer drops. */
 extern const size_t CShims_LWS_PRE;

@@ -1,0 +1,34 @@
+import RelayCore
+
+extension APNsClient {
+    /// Sends `push` to `device` on the host of the device's stored environment (`push.environment` is
+    /// ignored) and applies the device rules: BadDeviceToken tries the other host, and dead tokens come back
+    /// as `.dropDevice`, `.dropStartToken` or `.dropActivityToken` depending on which token the push used.
+    func deliver(_ push: Push, to device: Device) async -> Delivery {
+        let role = TokenRole(token: push.deviceToken, device: device)
+        let first = await send(push.on(device.environment))
+        var second: APNsOutcome?
+        if first.action == .tryOtherHost {
+            second = await send(push.on(device.environment.other))
+        }
+        let delivery = Delivery.resolve(first: first, stored: device.environment, second: second, role: role)
+        if delivery.effect != .none {
+            Log.info("apns.device_effect", ["device": Log.short(push.deviceToken), "effect": "\(delivery.effect)",
+                                            "reason": delivery.outcome.label])
+        }
+        return delivery
+    }
+
+    /// Delivers many pushes concurrently (they share each host's one connection) and returns the results in
+    /// the order given.
+    func deliverAll(_ items: [(push: Push, device: Device)]) async -> [Delivery] {
+        await withTaskGroup(of: (Int, Delivery).self) { group in
+            for (index, item) in items.enumerated() {
+                group.addTask { (index, await self.deliver(item.push, to: item.device)) }
+            }
+            var results = [Delivery?](repeating: nil, count: items.count)
+            for await (index, delivery) in group { results[index] = delivery }
+            return results.map { $0! }
+        }
+    }
+}

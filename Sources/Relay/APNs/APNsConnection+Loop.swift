@@ -1,0 +1,112 @@
+import Glibc
+
+// The connection's loop: everything here runs on its own thread and owns the link and the waiting queue.
+
+extension APNsConnection {
+    func run() {
+        while true {
+            let (incoming, closing) = takeInbox()
+            for push in incoming { waiting.append(push) }
+            if closing {
+                shutDown()
+                return
+            }
+            let now = monotonicMs()
+            if now >= nextExpiryCheck {
+                // Deadlines are checked a few times a second, not per frame: 10 s timeouts don't need more.
+                waiting.expire(now: now)
+                link?.expire(now: now)
+                nextExpiryCheck = now + 50
+            }
+            if link == nil, !waiting.isEmpty, now >= nextConnectAt { openLink() }
+            if let link {
+                submitWaiting(on: link)
+                link.transmit()
+                checkHealth(of: link, now: now)
+                if link.isFinished {
+                    retire(link, reason: link.failure ?? "connection finished")
+                    continue
+                }
+            }
+            waitForEvents(now: now)
+        }
+    }
+
+    private func openLink() {
+        linksOpened += 1
+        let started = monotonicMs()
+        do {
+            let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs)
+            link = try APNsLink(socket: socket, id: linksOpened)
+            Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),
+                                        "ms": String(monotonicMs() - started)])
+        } catch {
+            // Nothing was sent, so everyone waiting may retry; the client decides with its backoff.
+            Log.warn("apns.connect_failed", ["host": authority, "error": "\(error)"])
+            nextConnectAt = monotonicMs() + Int64(options.reconnectDelayMs)
+            for push in waiting.drain() { push.finish(.notSent("\(error)")) }
+        }
+    }
+
+    private func submitWaiting(on link: APNsLink) {
+        let limit = link.streamLimit(cap: options.maxConcurrentStreams)
+        while link.streams.count < limit, link.acceptsStreams, let push = waiting.popFirst() {
+            if push.isFinished { continue }
+            if !link.submit(push, authority: authority) {
+                waiting.prepend([push])
+                break
+            }
+        }
+    }
+
+    private func checkHealth(of link: APNsLink, now: Int64) {
+        if let sent = link.pingSentAt {
+            if now - sent >= Int64(options.pingTimeoutMs) { link.failure = "no PING ack in \(options.pingTimeoutMs) ms" }
+        } else if now - link.lastReadAt >= Int64(options.pingIntervalMs) {
+            link.ping(now: now)
+            link.transmit()
+        }
+    }
+
+    /// Drops a link: its unanswered-but-unsent pushes go back to the front of the queue for a fresh link.
+    private func retire(_ old: APNsLink, reason: String) {
+        old.close(reason: reason)
+        waiting.prepend(old.resend)
+        let resent = old.resend.count
+        old.resend = []
+        link = nil
+        Log.info("apns.disconnected", ["host": authority, "connection": String(old.id), "reason": reason,
+                                       "resend": String(resent)])
+        // A link that died on an error waits before the next attempt; a GOAWAY'd one is replaced at once.
+        if old.failure != nil { nextConnectAt = monotonicMs() + Int64(options.reconnectDelayMs) }
+    }
+
+    private func waitForEvents(now: Int64) {
+        var timeout: Int64 = -1
+        func soonest(_ at: Int64) { timeout = timeout < 0 ? max(0, at - now) : min(timeout, max(0, at - now)) }
+        if !waiting.isEmpty || !(link?.streams.isEmpty ?? true) { soonest(nextExpiryCheck) }
+        if link == nil, !waiting.isEmpty { soonest(nextConnectAt) }
+        if let link {
+            soonest(link.pingSentAt.map { $0 + Int64(options.pingTimeoutMs) } ?? link.lastReadAt + Int64(options.pingIntervalMs))
+        }
+        var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
+        if let link {
+            fds.append(pollfd(fd: link.socket.fd, events: Int16(POLLIN) | (link.wantsWrite ? Int16(POLLOUT) : 0), revents: 0))
+        }
+        let ready = poll(&fds, nfds_t(fds.count), Int32(clamping: timeout))
+        guard ready > 0 else { return }
+        if fds[0].revents != 0 { drainWake() }
+        if let link, fds.count > 1, fds[1].revents != 0 {
+            let readable = fds[1].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0
+            if readable || link.socket.readWantsWrite { link.receive(now: monotonicMs()) }
+            waiting.prepend(link.resend)
+            link.resend = []
+        }
+    }
+
+    private func shutDown() {
+        if let link { retire(link, reason: "APNs client closed") }
+        for push in waiting.drain() { push.finish(.notSent("APNs client closed")) }
+        for push in takeInbox().pushes { push.finish(.notSent("APNs client closed")) }
+    }
+}

@@ -1,0 +1,126 @@
+import CShims
+import Glibc
+import Synchronization
+
+/// One APNs host. A loop thread (started on first use) owns at most one live `APNsLink` at a time: opened
+/// when there is something to send, kept open, PINGed when quiet, and replaced when it dies or gets GOAWAY.
+/// Requests wait in Swift until the link has a free stream, so nghttp2 never holds more than the limit.
+///
+/// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing
+/// but the `inbox` Mutex and the eventfd. Every other stored `var` belongs to the loop thread.
+final class APNsConnection: @unchecked Sendable {
+    struct Options: Sendable {
+        /// Per-request deadline: a push with no answer by then finishes `.timedOut`.
+        var requestTimeoutMs = 10_000
+        var connectTimeoutMs = 5_000
+        /// PING after this long without reading anything, and drop the link if the ack takes `pingTimeoutMs`.
+        var pingIntervalMs = 45_000
+        var pingTimeoutMs = 10_000
+        /// Minimum gap before reconnecting after a failure: APNs treats connection churn as an attack.
+        var reconnectDelayMs = 1_000
+        /// Upper bound on concurrent streams whatever the peer allows.
+        var maxConcurrentStreams = 1_000
+
+        init() {}
+    }
+
+    private struct Inbox {
+        var pushes: [PendingPush] = []
+        var closing = false
+        var thread: pthread_t?
+    }
+
+    let host: String
+    let port: Int
+    let authority: String
+    let options: Options
+    let tls: TLSContext
+    private let wakeFD: Int32
+    private let inbox = Mutex(Inbox())
+
+    // Loop-thread state.
+    var link: APNsLink?
+    var waiting = PushQueue()
+    var nextConnectAt: Int64 = 0
+    var linksOpened = 0
+    var nextExpiryCheck: Int64 = 0
+
+    init(host: String, port: Int, authority: String, tls: TLSContext, options: Options = Options()) throws(IOError) {
+        self.host = host
+        self.port = port
+        self.authority = authority
+        self.tls = tls
+        self.options = options
+        wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+    }
+
+    deinit { Glibc.close(wakeFD) }
+
+    /// Sends one request on this host and waits for its answer (or timeout). Safe from any task.
+    func send(_ request: APNsRequest) async -> APNsExchange {
+        await withCheckedContinuation { continuation in
+            let push = PendingPush(request: request, deadline: monotonicMs() + Int64(options.requestTimeoutMs),
+                                   continuation: continuation)
+            let accepted = inbox.withLock { inbox -> Bool in
+                guard !inbox.closing else { return false }
+                if inbox.thread == nil { inbox.thread = startLoop() }
+                guard inbox.thread != nil else { return false }
+                inbox.pushes.append(push)
+                return true
+            }
+            if accepted { wake() } else { push.finish(.notSent("APNs connection closed")) }
+        }
+    }
+
+    /// Stops the loop thread: waiting pushes finish `.notSent`, in-flight ones `.lost`. Idempotent.
+    func close() {
+        let thread = inbox.withLock { inbox -> pthread_t? in
+            inbox.closing = true
+            defer { inbox.thread = nil }
+            return inbox.thread
+        }
+        guard let thread else { return }
+        wake()
+        pthread_join(thread, nil)
+    }
+
+    /// Takes what other threads queued. Loop thread only.
+    func takeInbox() -> (pushes: [PendingPush], closing: Bool) {
+        inbox.withLock { inbox in
+            defer { inbox.pushes.removeAll() }
+            return (inbox.pushes, inbox.closing)
+        }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Empties the eventfd after poll() said it is readable. Loop thread only.
+    func drainWake() {
+        var count: UInt64 = 0
+        _ = read(wakeFD, &count, 8)
+    }
+
+    var wakeDescriptor: Int32 { wakeFD }
+
+    private func startLoop() -> pthread_t? {
+        var thread = pthread_t()
+        // The thread owns one reference until `run` returns; `close()` is what ends it.
+        let retained = Unmanaged.passRetained(self)
+        guard pthread_create(&thread, nil, apnsConnectionMain, retained.toOpaque()) == 0 else {
+            retained.release()
+            Log.error("apns.thread", ["host": authority, "error": "pthread_create failed"])
+            return nil
+        }
+        return thread
+    }
+}
+
+/// The loop thread's entry point; `argument` is an owned reference to the connection.
+private func apnsConnectionMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let argument else { preconditionFailure("APNs loop started without its connection") }
+    Unmanaged<APNsConnection>.fromOpaque(argument).takeRetainedValue().run()
+    return nil
+}

@@ -1,0 +1,73 @@
+import CNGHTTP2
+import COpenSSL
+import Glibc
+
+/// An OpenSSL failure: the function that failed and the drained error queue, on one line.
+struct TLSError: Error, CustomStringConvertible {
+    let function: String
+    let detail: String
+
+    var description: String { detail.isEmpty ? "\(function) failed" : "\(function): \(detail)" }
+
+    /// Builds the error from OpenSSL's thread-local queue, emptying it so the next call starts clean.
+    init(_ function: String, detail: String? = nil) {
+        self.function = function
+        var messages: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buffer, buffer.count)
+            messages.append(String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) },
+                                   as: UTF8.self))
+        }
+        self.detail = detail ?? messages.joined(separator: "; ")
+    }
+
+    /// Throws unless OpenSSL's usual `1` (or positive) success value came back.
+    @discardableResult
+    static func check(_ result: Int32, _ function: String) throws(TLSError) -> Int32 {
+        guard result > 0 else { throw TLSError(function) }
+        return result
+    }
+}
+
+/// An nghttp2 library error code with the call that returned it.
+struct H2Error: Error, CustomStringConvertible {
+    let code: Int32
+    let function: String
+
+    var description: String { "\(function): \(String(cString: nghttp2_strerror(code)))" }
+
+    @discardableResult
+    static func check(_ result: Int32, _ function: String) throws(H2Error) -> Int32 {
+        guard result >= 0 else { throw H2Error(code: result, function: function) }
+        return result
+    }
+}
+
+/// A failed system call: errno and the call's name.
+struct IOError: Error, CustomStringConvertible {
+    let errnoCode: Int32
+    let function: String
+
+    var description: String { "\(function): \(String(cString: strerror(errnoCode)))" }
+
+    /// Runs a system call, retrying on EINTR, and throws on -1.
+    @discardableResult
+    static func check(_ function: String, _ call: () -> Int32) throws(IOError) -> Int32 {
+        while true {
+            let result = call()
+            if result != -1 { return result }
+            if errno == EINTR { continue }
+            throw IOError(errnoCode: errno, function: function)
+        }
+    }
+}
+
+/// Monotonic milliseconds, for deadlines and timers that must not jump with the wall clock.
+func monotonicMs() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}

@@ -1,0 +1,148 @@
+import CNGHTTP2
+
+// nghttp2 entry points for `APNsLink`. Each is a private top-level function (C cannot call closures that
+// capture); `user_data` is the link, borrowed, and the stream user data is the `PendingPush` box, owned by
+// the session from submit to `takeBox`. A missing pointer is a bug, so it stops the process.
+
+extension APNsLink {
+    /// Builds the request headers and submits them with the body as a data provider. Returns the stream id
+    /// or a negative nghttp2 error.
+    func submitRequest(_ request: APNsRequest, authority: String, box: UnsafeMutableRawPointer) -> Int32 {
+        let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        // Apple asks for :path and authorization as literals without indexing (apns.md §1, HPACK).
+        var fields: [(String, String, UInt8)] = [
+            (":method", "POST", none), (":scheme", "https", none), (":authority", authority, none),
+            (":path", request.path, noIndex),
+        ]
+        for (name, value) in request.headers {
+            fields.append((name, value, name == "authorization" ? noIndex : none))
+        }
+        fields.append(("content-length", String(request.body.count), none))
+
+        // One arena for all names and values; nghttp2 copies them during submit.
+        var arena: [UInt8] = []
+        var spans: [(name: Range<Int>, value: Range<Int>, flags: UInt8)] = []
+        for (name, value, flags) in fields {
+            let nameStart = arena.count
+            arena.append(contentsOf: name.utf8)
+            let valueStart = arena.count
+            arena.append(contentsOf: value.utf8)
+            spans.append((nameStart..<valueStart, valueStart..<arena.count, flags))
+        }
+        return arena.withUnsafeMutableBufferPointer { storage in
+            let base = storage.baseAddress!
+            var nva = spans.map { span in
+                nghttp2_nv(name: base + span.name.lowerBound, value: base + span.value.lowerBound,
+                           namelen: span.name.count, valuelen: span.value.count, flags: span.flags)
+            }
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: box), read_callback: readRequestBody)
+            return nghttp2_submit_request(session, nil, &nva, nva.count, &provider, box)
+        }
+    }
+}
+
+func installLinkCallbacks(_ callbacks: OpaquePointer?) {
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, onLinkHeader)
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onLinkData)
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onLinkFrameReceived)
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, onLinkFrameSent)
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks, onLinkFrameNotSent)
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onLinkStreamClose)
+}
+
+private func link(_ userData: UnsafeMutableRawPointer?) -> APNsLink {
+    guard let userData else { preconditionFailure("nghttp2 session without its APNsLink") }
+    return Unmanaged<APNsLink>.fromOpaque(userData).takeUnretainedValue()
+}
+
+/// The stream's box, borrowed (the session still holds the retained reference), or nil for streams that
+/// are not ours (none on a client session) or already taken back.
+private func box(_ session: OpaquePointer?, _ streamID: Int32) -> PendingPush? {
+    guard let raw = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
+    return Unmanaged<PendingPush>.fromOpaque(raw).takeUnretainedValue()
+}
+
+private func readRequestBody(_ session: OpaquePointer?, _ streamID: Int32, _ buffer: UnsafeMutablePointer<UInt8>?,
+                             _ length: Int, _ flags: UnsafeMutablePointer<UInt32>?,
+                             _ source: UnsafeMutablePointer<nghttp2_data_source>?, _ userData: UnsafeMutableRawPointer?) -> Int {
+    guard let raw = source?.pointee.ptr, let buffer, let flags else { preconditionFailure("request body without its box") }
+    let push = Unmanaged<PendingPush>.fromOpaque(raw).takeUnretainedValue()
+    let count = min(length, push.request.body.count - push.bodyOffset)
+    push.request.body.withUnsafeBufferPointer { body in
+        if count > 0 { buffer.update(from: body.baseAddress! + push.bodyOffset, count: count) }
+    }
+    push.bodyOffset += count
+    if push.bodyOffset == push.request.body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+    return count
+}
+
+private func onLinkHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                          _ name: UnsafePointer<UInt8>?, _ nameLength: Int, _ value: UnsafePointer<UInt8>?,
+                          _ valueLength: Int, _ flags: UInt8, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+          let push = box(session, frame.pointee.hd.stream_id), let name, let value else { return 0 }
+    let key = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
+    let text = { String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self) }
+    if key == ":status" {
+        push.status = Int(text())
+    } else if key == "apns-id" {
+        push.apnsID = String(text().prefix(64))
+    }
+    return 0
+}
+
+private func onLinkData(_ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?,
+                        _ length: Int, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let data, let push = box(session, streamID) else { return 0 }
+    push.appendResponse(UnsafeBufferPointer(start: data, count: length))
+    return 0
+}
+
+private func onLinkFrameReceived(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                                 _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let frame else { return 0 }
+    let owner = link(userData)
+    switch UInt32(frame.pointee.hd.type) {
+    case NGHTTP2_GOAWAY.rawValue:
+        owner.goingAway = true
+        let goaway = frame.pointee.goaway
+        let reason = goaway.opaque_data.map {
+            String(decoding: UnsafeBufferPointer(start: $0, count: min(goaway.opaque_data_len, 200)), as: UTF8.self)
+        } ?? ""
+        Log.warn("apns.goaway", ["connection": String(owner.id), "last_stream": String(goaway.last_stream_id),
+                                 "error": String(cString: nghttp2_http2_strerror(goaway.error_code)), "reason": reason])
+    case NGHTTP2_PING.rawValue where frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+        owner.pingSentAt = nil
+    default:
+        break
+    }
+    return 0
+}
+
+private func onLinkFrameSent(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
+                             _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+          let push = box(session, frame.pointee.hd.stream_id) else { return 0 }
+    push.sent = true
+    return 0
+}
+
+/// HEADERS that nghttp2 dropped before sending (e.g. GOAWAY arrived while they were queued): never seen by
+/// APNs, so resent. The stream may never have opened, so no close callback follows; take the box here.
+private func onLinkFrameNotSent(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ error: Int32,
+                                _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+    let owner = link(userData)
+    if let push = owner.takeBox(frame.pointee.hd.stream_id), !push.isFinished {
+        push.resetForResend()
+        owner.resend.append(push)
+    }
+    return 0
+}
+
+private func onLinkStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32,
+                               _ userData: UnsafeMutableRawPointer?) -> Int32 {
+    link(userData).streamClosed(streamID, errorCode: errorCode)
+    return 0
+}

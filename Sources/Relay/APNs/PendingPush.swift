@@ -1,0 +1,117 @@
+/// A request ready for the wire: `:path`, the other headers (authorization included) and the body.
+struct APNsRequest: Sendable {
+    var path: String
+    var headers: [(name: String, value: String)]
+    var body: [UInt8]
+}
+
+/// What one request to one host came to at the HTTP/2 level, before classification.
+enum APNsExchange: Sendable, Equatable {
+    case response(status: Int, apnsID: String?, body: [UInt8])
+    /// Never left this process (no connection, or closed first): a retry cannot double-send.
+    case notSent(String)
+    /// Went out, but the connection died before an answer: it may have been delivered.
+    case lost(String)
+    /// No answer before the deadline.
+    case timedOut
+}
+
+/// Per-stream state box: the request, its continuation, and the response as it arrives.
+///
+/// Ownership: `APNsLink.submit` passes it `passRetained` as the nghttp2 stream user data; it is taken back
+/// exactly once in `APNsLink.takeBox` (stream close, frame not sent, or link teardown).
+///
+/// `@unchecked Sendable`: it is built on the caller's task and handed over through the connection's locked
+/// inbox; from then on only the connection's loop thread touches it.
+final class PendingPush: @unchecked Sendable {
+    static let maxResponseBody = 4096
+
+    let request: APNsRequest
+    /// Monotonic ms after which the caller gets `.timedOut`.
+    let deadline: Int64
+    private var continuation: CheckedContinuation<APNsExchange, Never>?
+
+    var bodyOffset = 0
+    /// The HEADERS frame went out: from here on a lost connection means "delivery unknown".
+    var sent = false
+    var status: Int?
+    var apnsID: String?
+    var responseBody: [UInt8] = []
+
+    init(request: APNsRequest, deadline: Int64, continuation: CheckedContinuation<APNsExchange, Never>) {
+        self.request = request
+        self.deadline = deadline
+        self.continuation = continuation
+    }
+
+    var isFinished: Bool { continuation == nil }
+
+    /// Resumes the caller. Later calls are ignored, so each continuation resumes exactly once.
+    func finish(_ result: APNsExchange) {
+        guard let continuation else { return }
+        self.continuation = nil
+        continuation.resume(returning: result)
+    }
+
+    /// Keeps at most `maxResponseBody` bytes: APNs answers are tiny, anything more is not worth holding.
+    func appendResponse(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let room = Self.maxResponseBody - responseBody.count
+        if room > 0 { responseBody.append(contentsOf: bytes.prefix(room)) }
+    }
+
+    /// Forgets the response of an attempt that will be sent again on a fresh connection.
+    func resetForResend() {
+        bodyOffset = 0
+        sent = false
+        status = nil
+        apnsID = nil
+        responseBody = []
+    }
+}
+
+/// FIFO of pushes waiting for a stream, with cheap pops and a rare push-to-front for resends.
+struct PushQueue {
+    private var items: [PendingPush] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+
+    mutating func append(_ push: PendingPush) { items.append(push) }
+
+    mutating func popFirst() -> PendingPush? {
+        guard head < items.count else { return nil }
+        let push = items[head]
+        head += 1
+        if head > 1024 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return push
+    }
+
+    /// Puts resends ahead of everything else, keeping their order.
+    mutating func prepend(_ pushes: [PendingPush]) {
+        guard !pushes.isEmpty else { return }
+        items = pushes + items[head...]
+        head = 0
+    }
+
+    /// Removes and returns every queued push.
+    mutating func drain() -> [PendingPush] {
+        defer { items = []; head = 0 }
+        return Array(items[head...])
+    }
+
+    /// Finishes pushes whose deadline passed with `.timedOut` and drops them.
+    mutating func expire(now: Int64) {
+        guard items[head...].contains(where: { $0.deadline <= now || $0.isFinished }) else { return }
+        var kept: [PendingPush] = []
+        for push in items[head...] {
+            if push.deadline <= now { push.finish(.timedOut) }
+            if !push.isFinished { kept.append(push) }
+        }
+        items = kept
+        head = 0
+    }
+}

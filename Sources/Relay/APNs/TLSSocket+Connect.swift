@@ -1,0 +1,87 @@
+import COpenSSL
+import Glibc
+
+/// Why a connection attempt or a live connection failed, as one line for logs and outcomes.
+struct TransportError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension TLSSocket {
+    /// Resolves `host` afresh (so a reconnect can land on another APNs server), connects without blocking
+    /// past `timeoutMs`, and completes the TLS handshake, requiring ALPN `h2`. Blocks the calling loop thread.
+    static func connect(host: String, port: Int, tls: TLSContext, timeoutMs: Int) throws(TransportError) -> TLSSocket {
+        let deadline = monotonicMs() + Int64(timeoutMs)
+        let fd = try connectTCP(host: host, port: port, deadline: deadline)
+        let ssl: OpaquePointer
+        do { ssl = try tls.makeSSL(host: host) } catch {
+            close(fd)
+            throw TransportError(error.description)
+        }
+        let socket = TLSSocket(fd: fd, ssl: ssl)
+        while true {
+            let progress: Progress
+            do { progress = try socket.handshake(asClient: true) } catch { throw TransportError(error.description) }
+            let events: Int16
+            switch progress {
+            case .done:
+                guard socket.alpn == "h2" else { throw TransportError("\(host) did not agree to HTTP/2 (ALPN h2)") }
+                return socket
+            case .wantRead: events = Int16(POLLIN)
+            case .wantWrite: events = Int16(POLLOUT)
+            }
+            try waitFor(fd: fd, events: events, deadline: deadline, what: "TLS handshake with \(host)")
+        }
+    }
+
+    private static func connectTCP(host: String, port: Int, deadline: Int64) throws(TransportError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw TransportError("resolve \(host): " + String(cString: gai_strerror(status)))
+        }
+        defer { freeaddrinfo(list) }
+        var lastError = "no addresses for \(host)"
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let info = entry {
+            entry = info.pointee.ai_next
+            let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+            if fd < 0 { lastError = "socket: " + String(cString: strerror(errno)); continue }
+            if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 || errno == EINPROGRESS {
+                do {
+                    try waitFor(fd: fd, events: Int16(POLLOUT), deadline: deadline, what: "connect to \(host):\(port)")
+                    var soError: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
+                    if soError == 0 {
+                        var one: Int32 = 1
+                        // Pushes are small and latency-bound; don't let Nagle hold them back.
+                        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                        return fd
+                    }
+                    lastError = "connect to \(host):\(port): " + String(cString: strerror(soError))
+                } catch {
+                    lastError = error.description
+                }
+            } else {
+                lastError = "connect to \(host):\(port): " + String(cString: strerror(errno))
+            }
+            close(fd)
+        }
+        throw TransportError(lastError)
+    }
+
+    private static func waitFor(fd: Int32, events: Int16, deadline: Int64, what: String) throws(TransportError) {
+        while true {
+            let remaining = deadline - monotonicMs()
+            guard remaining > 0 else { throw TransportError("\(what) timed out") }
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&entry, 1, Int32(remaining))
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR { throw TransportError("poll: " + String(cString: strerror(errno))) }
+        }
+    }
+}

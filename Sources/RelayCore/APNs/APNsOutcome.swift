@@ -1,0 +1,109 @@
+/// What one push to one host came to. Domain outcomes are values; only setup failures throw.
+public enum APNsOutcome: Sendable, Equatable {
+    /// 200: APNs accepted it.
+    case delivered(apnsID: String?)
+    /// APNs answered with an error status.
+    case rejected(APNsRejection)
+    /// No answer within the deadline. It may have been delivered, so it is never resent.
+    case timedOut
+    /// APNs was never reached (DNS, connect, TLS): nothing was sent, so a retry is safe.
+    case unreachable(String)
+    /// The connection died after the request went out: delivery unknown, so it is never resent.
+    case connectionLost(String)
+
+    public var isDelivered: Bool {
+        if case .delivered = self { return true }
+        return false
+    }
+
+    /// The HTTP status for logs: the real one, or 0 when there was none.
+    public var status: Int {
+        switch self {
+        case .delivered: return 200
+        case .rejected(let rejection): return rejection.status
+        case .timedOut, .unreachable, .connectionLost: return 0
+        }
+    }
+
+    /// A short, bounded label for logs and metrics: the reason, or what went wrong on the wire.
+    public var label: String {
+        switch self {
+        case .delivered: return "delivered"
+        case .rejected(let rejection): return rejection.reason?.rawValue ?? "status\(rejection.status)"
+        case .timedOut: return "timeout"
+        case .unreachable: return "unreachable"
+        case .connectionLost: return "connection_lost"
+        }
+    }
+
+    /// What to do about it (apns.md §3 table; DESIGN.md §5).
+    public var action: APNsAction {
+        switch self {
+        case .delivered:
+            return .delivered
+        case .rejected(let r):
+            if r.status == 410 || r.reason?.meansTokenGone == true { return .dropToken }
+            if r.reason == .badDeviceToken { return .tryOtherHost }
+            if r.status == 403, r.reason?.isProviderTokenError == true { return .renewProviderToken }
+            if r.status == 429 || r.status >= 500 || r.reason == .idleTimeout { return .retryLater }
+            return .fail
+        case .unreachable:
+            return .retryLater
+        case .timedOut, .connectionLost:
+            return .fail
+        }
+    }
+}
+
+/// An APNs error answer: status, the body's `reason`, and for 410 the `timestamp` (ms since epoch).
+public struct APNsRejection: Sendable, Equatable {
+    public var status: Int
+    public var reason: APNsReason?
+    public var timestamp: Int64?
+    public var apnsID: String?
+
+    public init(status: Int, reason: APNsReason?, timestamp: Int64? = nil, apnsID: String? = nil) {
+        self.status = status
+        self.reason = reason
+        self.timestamp = timestamp
+        self.apnsID = apnsID
+    }
+}
+
+/// The classification of an outcome.
+public enum APNsAction: Sendable, Equatable {
+    case delivered
+    /// 410, Unregistered, ExpiredToken, DeviceTokenNotForTopic: forget the token.
+    case dropToken
+    /// 400 BadDeviceToken: the token may belong to the other environment.
+    case tryOtherHost
+    /// 403 provider-token error: sign a new token (policy permitting) and retry once.
+    case renewProviderToken
+    /// 429, 5xx, IdleTimeout, never reached: retry with bounded backoff.
+    case retryLater
+    /// Anything else: a bug or configuration problem; keep the token, report the failure.
+    case fail
+}
+
+/// Bounded exponential backoff for `.retryLater`: `initialMs * 2^(retry-1)`, capped at `maxMs`,
+/// with up to `jitter` of it added by the caller-supplied random fraction. nil means give up.
+public struct RetryPolicy: Sendable, Equatable {
+    public var maxRetries: Int
+    public var initialMs: Int
+    public var maxMs: Int
+    public var jitter: Double
+
+    public init(maxRetries: Int = 3, initialMs: Int = 500, maxMs: Int = 4000, jitter: Double = 0.2) {
+        self.maxRetries = maxRetries
+        self.initialMs = initialMs
+        self.maxMs = maxMs
+        self.jitter = jitter
+    }
+
+    /// The wait before retry number `retry` (1-based), or nil when retries are used up.
+    public func delayMs(retry: Int, random: Double) -> Int? {
+        guard retry >= 1, retry <= maxRetries else { return nil }
+        let base = min(maxMs, initialMs << min(retry - 1, 20))
+        return base + Int(Double(base) * jitter * min(max(random, 0), 1))
+    }
+}

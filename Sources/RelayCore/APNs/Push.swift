@@ -1,0 +1,50 @@
+/// One notification for one token on one host: headers and the already-encoded JSON payload.
+public struct Push: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        case alert, liveactivity
+    }
+
+    public var kind: Kind
+    /// Lowercase hex, as the app reported it.
+    public var deviceToken: String
+    public var environment: APNsEnvironment
+    public var topic: String
+    public var priority: Int
+    public var collapseID: String?
+    /// Unix seconds; nil leaves the `apns-expiration` header out.
+    public var expiration: Int64?
+    public var payload: String
+
+    public init(kind: Kind, deviceToken: String, environment: APNsEnvironment, topic: String, priority: Int = 10,
+                collapseID: String? = nil, expiration: Int64? = nil, payload: String) {
+        self.kind = kind
+        self.deviceToken = deviceToken
+        self.environment = environment
+        self.topic = topic
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiration = expiration
+        self.payload = payload
+    }
+
+    /// `:path` of the request.
+    public var path: String { "/3/device/" + deviceToken.lowercased() }
+
+    /// The apns-* request headers in a fixed order (pseudo-headers and authorization are added at the edge).
+    public var headers: [(name: String, value: String)] {
+        var out: [(String, String)] = [
+            ("apns-push-type", kind.rawValue), ("apns-topic", topic), ("apns-priority", String(priority)),
+        ]
+        if let collapseID { out.append(("apns-collapse-id", collapseID)) }
+        if let expiration { out.append(("apns-expiration", String(expiration))) }
+        out.append(("content-type", "application/json"))
+        return out
+    }
+
+    /// The same push aimed at the other host (the BadDeviceToken rule).
+    public func on(_ environment: APNsEnvironment) -> Push {
+        var copy = self
+        copy.environment = environment
+        return copy
+    }
+}

@@ -1,0 +1,33 @@
+import COpenSSL
+@testable import Relay
+
+/// Paths into `Fixtures/apns`, found from this file's location (the tests import no Foundation, so no
+/// `Bundle.module`).
+enum APNsFixtures {
+    static let directory: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(2)  // Fakes/APNsFixtures.swift
+        return parts.joined(separator: "/") + "/Fixtures/apns/"
+    }()
+
+    static func path(_ name: String) -> String { directory + name }
+
+    static let keyID = "TESTKEY123"
+    static let teamID = "TEAM123456"
+    static var keyPath: String { path("AuthKey_TESTKEY123.p8") }
+    static var publicKeyPath: String { path("AuthKey_TESTKEY123.pub.pem") }
+
+    /// Reads a whole fixture file as text.
+    static func text(_ name: String) -> String {
+        guard let file = fopen(path(name), "r") else { preconditionFailure("missing fixture \(name)") }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, file)
+            if count <= 0 { break }
+            bytes.append(contentsOf: buffer.prefix(count))
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

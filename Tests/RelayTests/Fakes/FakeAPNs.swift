@@ -1,0 +1,141 @@
+import Glibc
+import RelayCore
+import Synchronization
+@testable import Relay
+
+/// A real APNs stand-in: HTTP/2 over TLS on 127.0.0.1, port 0, built on nghttp2's server API and OpenSSL
+/// with the test CA's certificate. It records every request, checks the provider token's signature against
+/// the test public key (403 InvalidProviderToken if it fails), and answers like Apple: status, `apns-id`,
+/// and `{"reason":...}` (with `timestamp` for 410). Answers are scriptable per device token.
+///
+/// `@unchecked Sendable`: tests call the public methods from any task; they touch only `state` (a Mutex)
+/// and the eventfd. The loop thread owns everything in `FakeAPNsServer`.
+final class FakeAPNs: @unchecked Sendable {
+    /// How to answer one request.
+    indirect enum Answer: Sendable, Equatable {
+        case accept
+        case reject(Int, String)
+        /// 410 Unregistered with a timestamp (ms).
+        case gone(timestampMs: Int64)
+        /// Answer later, after `ms`.
+        case slow(ms: Int, Answer)
+        /// Never answer.
+        case silent
+    }
+
+    /// One request as received.
+    struct Request: Sendable {
+        var connection: Int
+        var stream: Int32
+        var method: String
+        var path: String
+        var headers: [String: String]
+        var body: String
+        var token: String { String(path.split(separator: "/").last ?? "") }
+        var authorization: String? { headers["authorization"] }
+    }
+
+    let name: String
+    let port: Int
+    let ledger = FakeAPNsLedger()
+    private let server: FakeAPNsServer
+    private var thread = pthread_t()
+
+    /// Starts listening right away. `maxConcurrentStreams` is what SETTINGS announces.
+    init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000) throws {
+        self.name = name
+        server = try FakeAPNsServer(ledger: ledger, maxConcurrentStreams: maxConcurrentStreams)
+        port = server.port
+        let retained = Unmanaged.passRetained(server)
+        guard pthread_create(&thread, nil, fakeAPNsMain, retained.toOpaque()) == 0 else {
+            retained.release()
+            throw TransportError("pthread_create failed")
+        }
+    }
+
+    deinit { stop() }
+
+    /// Stops the loop and closes every connection. Idempotent.
+    func stop() {
+        let first = ledger.state.withLock { state -> Bool in
+            defer { state.stopping = true }
+            return !state.stopping
+        }
+        guard first else { return }
+        server.wake()
+        pthread_join(thread, nil)
+    }
+
+    // MARK: - Scripting
+
+    /// Answers for `token`, used in order; the last one repeats.
+    func script(_ token: String, _ answers: Answer...) {
+        ledger.state.withLock { $0.scripts[token.lowercased()] = answers }
+    }
+
+    /// On every connection, answer this many streams, then send GOAWAY with that last stream id and leave
+    /// later streams unprocessed (the client must resend them on a fresh connection).
+    func goAway(afterStreams count: Int?) {
+        ledger.state.withLock { $0.goAwayAfterStreams = count }
+    }
+
+    // MARK: - Reading what happened
+
+    var requests: [Request] { ledger.state.withLock { $0.requests } }
+    var connectionCount: Int { ledger.state.withLock { $0.connections } }
+    func requests(for token: String) -> [Request] { requests.filter { $0.token == token.lowercased() } }
+}
+
+/// What the fake was told and what it saw, shared by the test's thread and the loop thread.
+final class FakeAPNsLedger: Sendable {
+    struct State {
+        var scripts: [String: [FakeAPNs.Answer]] = [:]
+        var requests: [FakeAPNs.Request] = []
+        var goAwayAfterStreams: Int?
+        var connections = 0
+        var stopping = false
+        var nextID = 0
+    }
+
+    let state = Mutex(State())
+
+    /// The next answer for a request on `token` (called by the loop thread).
+    func nextAnswer(for token: String) -> FakeAPNs.Answer {
+        state.withLock { state in
+            guard var answers = state.scripts[token], let first = answers.first else { return .accept }
+            if answers.count > 1 {
+                answers.removeFirst()
+                state.scripts[token] = answers
+            }
+            return first
+        }
+    }
+
+    func record(_ request: FakeAPNs.Request) { state.withLock { $0.requests.append(request) } }
+
+    func newConnectionID() -> Int {
+        state.withLock { state in
+            state.connections += 1
+            return state.connections
+        }
+    }
+
+    func newAPNsID() -> String {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        let digits = String(id)
+        return "00000000-0000-4000-8000-" + String(repeating: "0", count: max(0, 12 - digits.count)) + digits
+    }
+
+    var goAwayAfterStreams: Int? { state.withLock { $0.goAwayAfterStreams } }
+    var isStopping: Bool { state.withLock { $0.stopping } }
+}
+
+/// The fake's loop thread entry; `argument` is an owned reference to the server.
+private func fakeAPNsMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let argument else { preconditionFailure("fake APNs loop without its server") }
+    Unmanaged<FakeAPNsServer>.fromOpaque(argument).takeRetainedValue().run()
+    return nil
+}
