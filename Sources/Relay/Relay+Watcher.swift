@@ -63,7 +63,7 @@ extension Relay {
 
     /// Applies the watcher's actions in order. A store write that fails stops the effect it guards: better one
     /// missed push than a push the relay can't remember sending.
-    func apply(_ actions: [Watcher.Action]) {
+    func apply(_ actions: [Watcher.Action], receivedAt: Double = Clock.monotonic()) {
         var skipped: Set<String> = []
         for action in actions {
             do {
@@ -83,20 +83,17 @@ extension Relay {
                     guard !skipped.contains(pause.stateID) else { continue }
                     metrics.announced += 1
                     Log.info("pause.announce", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
-                    let notifier = self.notifier
-                    Task { await notifier.announce(pause, origin) }
+                    background { notifier in await notifier.announce(pause, origin, receivedAt: receivedAt) }
                 case .remind(let pause, let minutes):
                     guard !skipped.contains(pause.stateID) else { continue }
                     metrics.reminded += 1
                     Log.info("pause.remind", ["run": pause.runID, "state": pause.stateID, "minutes_left": String(minutes)])
-                    let notifier = self.notifier
-                    Task { await notifier.remind(pause, minutesLeft: minutes) }
+                    background { notifier in await notifier.remind(pause, minutesLeft: minutes, receivedAt: receivedAt) }
                 case .end(let pause):
                     guard !skipped.contains(pause.stateID) else { continue }
                     metrics.ended += 1
                     Log.info("pause.end", ["run": pause.runID, "state": pause.stateID, "ended": pause.endedState ?? "?"])
-                    let notifier = self.notifier
-                    Task { await notifier.end(pause) }
+                    background { notifier in await notifier.end(pause, receivedAt: receivedAt) }
                 case .fetchRun(let runID):
                     let prefect = self.prefect
                     Task {
@@ -114,4 +111,16 @@ extension Relay {
             }
         }
     }
+
+    /// Runs push work off the actor, counted so shutdown can wait for it.
+    private func background(_ work: @escaping @Sendable (Notifier) async -> Void) {
+        guard let notifier else { return }
+        inFlight += 1
+        Task {
+            await work(notifier)
+            await self.finishedBackground()
+        }
+    }
+
+    private func finishedBackground() { inFlight -= 1 }
 }

@@ -11,7 +11,9 @@ actor Relay {
     var lastListing = -Double.infinity
     var metrics = Metrics()
     /// Set once at start-up, before any event arrives (it needs the relay itself).
-    var notifier: Notifier!
+    var notifier: Notifier?
+    /// Announce / remind / end work still running (shutdown waits for it, bounded).
+    var inFlight = 0
     let now: @Sendable () -> Double
 
     init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool,
@@ -74,19 +76,30 @@ actor Relay {
     }
 
     func testPush(deviceID: String) async -> APIResponse {
+        let device: Device
         do {
-            guard try store.device(id: deviceID) != nil else {
+            guard let found = try store.device(id: deviceID) else {
                 return APIError.notFound("no device with id \(deviceID)").response
             }
+            device = found
         } catch {
             return storageFailure(error)
         }
-        return APIError.unavailable("APNs is not configured: set APNS_KEY (or APNS_KEY_PATH), APNS_KEY_ID and APNS_TEAM_ID")
-            .response
+        guard let notifier else { return APIError.unavailable("the relay is starting; try again").response }
+        return await notifier.test(device)
     }
 
     private func storageFailure(_ error: any Error) -> APIResponse {
         Log.error("store.failed", ["error": "\(error)"])
         return APIError(status: 500, message: "the registry could not be read or written; see the relay's log").response
+    }
+}
+
+extension Relay {
+    /// Closes the store at shutdown (WAL checkpointed, file handle released).
+    func close() {
+        do { try store.database.execute("PRAGMA wal_checkpoint(TRUNCATE)") } catch {
+            Log.warn("store.checkpoint_failed", ["error": "\(error)"])
+        }
     }
 }

@@ -63,12 +63,7 @@ do {
 Log.setLevel(config.logLevel)
 
 // Signals are taken by sigwait on the main thread; block them before any thread starts so all inherit the mask.
-var signals = sigset_t()
-sigemptyset(&signals)
-sigaddset(&signals, SIGTERM)
-sigaddset(&signals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &signals, nil)
-signal(SIGPIPE, SIG_IGN)
+Signals.block()
 
 let store: Store
 do {
@@ -77,33 +72,73 @@ do {
     fail("DB_PATH: \(error)")
 }
 
-let relay = Relay(store: store, apnsConfigured: config.apns != nil)
+let apns: APNsClient?
+do {
+    apns = try APNsClient.make(config: config)
+} catch {
+    fail("\(error)")
+}
+
 let httpClient = HTTPClient()
 let prefect = PrefectClient(config: config, http: httpClient)
+let relay: Relay
+do {
+    relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil)
+} catch {
+    fail("DB_PATH: \(error)")
+}
+await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
+                            uiRoot: config.prefectUI, topic: config.apnsTopic, now: Clock.unixNow))
 let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
 let api = API(relay: relay, authorizer: authorizer)
 let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
     Task { reply(await api.handle(request)) }
 }
 
+// Socket messages reach the relay one at a time, in order.
+let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self)
+let events = EventsSocket(config: config) { socketSink.yield($0) }
+
 let loop: WebSocketsLoop
 do {
     loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile),
-                              handlers: [server, httpClient])
+                              handlers: [server, httpClient, events])
 } catch {
     fail("\(error)")
 }
 server.loop = loop
 httpClient.loop = loop
+events.loop = loop
 loop.start()
 Log.info("relay.started", ["version": version, "port": String(loop.listenPort ?? config.port),
                            "base_path": config.basePath.isEmpty ? "/" : config.basePath,
-                           "prefect": config.prefectAPI.string, "apns": config.apns == nil ? "off" : "on",
+                           "prefect": config.prefectAPI.string, "apns": apns == nil ? "off" : "on",
                            "db": config.dbPath])
+if apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
 
-var received: Int32 = 0
-sigwait(&signals, &received)
-Log.info("relay.stopping", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
+let consumer = Task {
+    for await message in socketMessages { await relay.received(message) }
+}
+let ticker = Task {
+    while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(Relay.tickInterval))
+        await relay.tick()
+    }
+}
+events.start()
+
+let stopSignal = await Signals.next()
+Log.info("relay.stopping", ["signal": stopSignal == SIGTERM ? "SIGTERM" : "SIGINT"])
+events.stop()
+ticker.cancel()
+// Let pushes already under way finish (bounded), then close everything in reverse order.
+let deadline = Clock.monotonic() + 5
+while await relay.inFlight > 0 && Clock.monotonic() < deadline {
+    try? await Task.sleep(for: .milliseconds(20))
+}
+apns?.shutdown()
 loop.stop()
+socketSink.finish()
+await relay.close()
 Log.info("relay.stopped")
 exit(0)

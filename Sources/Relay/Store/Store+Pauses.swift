@@ -92,3 +92,17 @@ extension Store {
                     remindedAt: row.optionalInt64(6), endedAt: row.optionalInt64(7), endedState: row.optionalString(8))
     }
 }
+
+// MARK: - Props
+
+extension Store {
+    /// Keeps the props an announce was built from (JSON text), for the reminder and the end push.
+    @discardableResult
+    func setProps(stateID: String, props: String) throws -> Bool {
+        try write("UPDATE pauses SET props = ?2 WHERE state_id = ?1", [.text(stateID), .text(props)]) > 0
+    }
+
+    func props(stateID: String) throws -> String? {
+        try read("SELECT props FROM pauses WHERE state_id = ?1", [.text(stateID)]) { $0.optionalString(0) }.first ?? nil
+    }
+}

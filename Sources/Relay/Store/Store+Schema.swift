@@ -41,5 +41,9 @@ extension Store {
         -- Pruning finds ended pauses by age.
         CREATE INDEX pauses_ended ON pauses (ended_at) WHERE ended_at IS NOT NULL;
         """,
+        // v2: the WaitingProps an announce sent, so the end push (even after a restart) carries the same text.
+        """
+        ALTER TABLE pauses ADD COLUMN props TEXT;
+        """,
     ]
 }

@@ -1,0 +1,164 @@
+import RelayCore
+
+/// Turns the watcher's announce / remind / end decisions into APNs pushes (DESIGN.md §5): gathers the context,
+/// builds one `WaitingProps` per pause, and fans out to every device at once over the shared connections.
+/// Runs off the relay actor; store effects of APNs' answers (dead tokens, wrong host) go back through it.
+struct Notifier: Sendable {
+    let relay: Relay
+    let gatherer: ContextGatherer
+    let apns: APNsClient?
+    let uiRoot: String
+    let topic: String
+    let now: @Sendable () -> Double
+
+    /// How long APNs may hold an undelivered push when the pause has no timeout (Suspended runs).
+    static let defaultExpiry: Int64 = 24 * 3600
+
+    func announce(_ pause: PauseRecord, _ origin: Watcher.Origin, receivedAt: Double) async {
+        let flowID: String? = switch origin {
+        case .event(let event): event.flowID
+        case .run(let run): run.flowID
+        }
+        guard let props = await buildProps(pause, flowID: flowID) else { return }
+        guard let apns else {
+            Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
+            return
+        }
+        let devices = await relay.devices()
+        let stamp = Int64(now())
+        let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
+        var items: [(push: Push, device: Device)] = []
+        for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
+            let deviceProps = props.forDevice(serverId: serverID)
+            let alert = Payloads.alert(deviceProps, stateID: pause.stateID)
+            let start = Payloads.liveActivityStart(deviceProps, now: stamp)
+            for device in group {
+                items.append((push(alert, to: device.token, device, expiry: expiry), device))
+                if let startToken = device.startToken {
+                    items.append((push(start, to: startToken, device, expiry: expiry), device))
+                }
+            }
+        }
+        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID)
+    }
+
+    func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double) async {
+        guard let props = await storedProps(pause) else { return }
+        guard let apns else { return }
+        let devices = await relay.devices()
+        let expiry = props.timeoutAt ?? Int64(now()) + 300
+        var items: [(push: Push, device: Device)] = []
+        for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
+            let reminder = Payloads.reminder(props.forDevice(serverId: serverID), stateID: pause.stateID,
+                                             minutesLeft: minutesLeft)
+            for device in group { items.append((push(reminder, to: device.token, device, expiry: expiry), device)) }
+        }
+        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID)
+    }
+
+    /// Ends the run's Live Activity on every phone that registered one, then forgets those tokens.
+    func end(_ pause: PauseRecord, receivedAt: Double) async {
+        let activities = await relay.activities(runID: pause.runID)
+        guard !activities.isEmpty else { return }
+        guard let apns else {
+            await relay.forgetActivities(runID: pause.runID)
+            return
+        }
+        guard let props = await storedProps(pause) else { return }
+        let stamp = Int64(now())
+        let ended = pause.endedState ?? "Deleted"  // nil: the run is gone from the server
+        var items: [(push: Push, device: Device)] = []
+        for (device, token) in activities {
+            let message = Payloads.liveActivityEnd(props.forDevice(serverId: device.serverID), endedState: ended, now: stamp)
+            items.append((push(message, to: token, device, expiry: stamp + 3600), device))
+        }
+        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID)
+        await relay.forgetActivities(runID: pause.runID)
+    }
+
+    // MARK: - Props
+
+    /// Reads the run's context and builds the pause's props once; stores them for the reminder and the end.
+    private func buildProps(_ pause: PauseRecord, flowID: String?) async -> WaitingProps? {
+        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID, flowID: flowID) else {
+            Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
+            return nil
+        }
+        await relay.learned(runJSON: gathered.runJSON)
+        let text = AlertText(context: gathered.context, readers: .live)
+        var run = gathered.context.run
+        if run.state?.id != pause.stateID || run.state?.isPaused != true {
+            // The run moved on (or lags) before we read it: describe the pause we were told about.
+            run.state = RunState(id: pause.stateID, type: "PAUSED", name: pause.stateName,
+                                 timestamp: Timestamp.format(Double(pause.pausedAt)),
+                                 pauseTimeout: pause.timeoutAt.map { Timestamp.format(Double($0)) })
+        }
+        guard let props = WaitingProps(run: run, flowName: gathered.context.flowName, text: text, serverId: "",
+                                       uiRoot: uiRoot) else { return nil }
+        await relay.saveProps(stateID: pause.stateID, props: props.encoded())
+        Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
+                                "context": text.contextSource.rawValue])
+        return props
+    }
+
+    private func storedProps(_ pause: PauseRecord) async -> WaitingProps? {
+        if let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
+           let props = WaitingProps(json: json) {
+            return props
+        }
+        return await buildProps(pause, flowID: nil)
+    }
+
+    // MARK: - Sending
+
+    private func push(_ message: PushMessage, to token: String, _ device: Device, expiry: Int64) -> Push {
+        let meta = message.metadata
+        return Push(kind: meta.pushType == .alert ? .alert : .liveactivity, deviceToken: token,
+                    environment: device.environment, topic: meta.topic(topic), priority: meta.priority,
+                    collapseID: meta.collapseID, expiration: expiry, payload: message.json)
+    }
+
+    private func deliver(_ items: [(push: Push, device: Device)], via apns: APNsClient, receivedAt: Double,
+                         runID: String?) async {
+        guard !items.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for item in items {
+                group.addTask {
+                    let delivery = await apns.deliver(item.push, to: item.device)
+                    await relay.delivered(delivery, push: item.push, device: item.device, runID: runID,
+                                          seconds: Clock.monotonic() - receivedAt)
+                }
+            }
+        }
+    }
+
+    /// `POST /devices/{id}/test`: one plain alert to the device, answered with APNs' verdict.
+    func test(_ device: Device) async -> APIResponse {
+        guard let apns else {
+            return APIError.unavailable("APNs is not configured: set APNS_KEY (or APNS_KEY_PATH), APNS_KEY_ID and APNS_TEAM_ID")
+                .response
+        }
+        let payload: JSONValue = ["aps": ["alert": ["title": "prefect-push", "body": "Test notification: this phone will hear about paused runs."],
+                                          "sound": "default"]]
+        let push = Push(kind: .alert, deviceToken: device.token, environment: device.environment, topic: topic,
+                        priority: 10, collapseID: nil, expiration: 0, payload: payload.encoded())
+        let started = Clock.monotonic()
+        let delivery = await apns.deliver(push, to: device)
+        await relay.delivered(delivery, push: push, device: device, runID: nil, seconds: Clock.monotonic() - started)
+        var body: [String: JSONValue] = ["sent": .bool(delivery.outcome.isDelivered),
+                                         "environment": .string(delivery.environment.rawValue),
+                                         "outcome": .string(delivery.outcome.label)]
+        if delivery.outcome.status > 0 { body["status"] = .int(Int64(delivery.outcome.status)) }
+        if case .rejected(let rejection) = delivery.outcome {
+            if let reason = rejection.reason { body["reason"] = .string(reason.rawValue) }
+            if let id = rejection.apnsID { body["apns_id"] = .string(id) }
+        }
+        if case .delivered(let id) = delivery.outcome, let id { body["apns_id"] = .string(id) }
+        switch delivery.effect {
+        case .dropDevice: body["dropped"] = true
+        case .updateEnvironment(let env): body["environment_corrected"] = .string(env.rawValue)
+        default: break
+        }
+        return APIResponse(status: 200, json: .object(body))
+    }
+}

@@ -1,0 +1,63 @@
+import RelayCore
+
+/// What the notifier needs from the store, and the store effects of APNs' answers. One actor hop each.
+extension Relay {
+    func devices() -> [Device] {
+        do { return try store.allDevices() } catch {
+            Log.error("store.failed", ["action": "devices", "error": "\(error)"])
+            return []
+        }
+    }
+
+    /// The run's activity tokens with their devices.
+    func activities(runID: String) -> [(Device, String)] {
+        do {
+            return try store.activityTokens(runID: runID).compactMap { entry in
+                try store.device(id: entry.deviceID).map { ($0, entry.token) }
+            }
+        } catch {
+            Log.error("store.failed", ["action": "activities", "error": "\(error)"])
+            return []
+        }
+    }
+
+    func forgetActivities(runID: String) {
+        do { try store.deleteActivities(runID: runID) } catch {
+            Log.error("store.failed", ["action": "forget_activities", "error": "\(error)"])
+        }
+    }
+
+    func props(stateID: String) -> String? { try? store.props(stateID: stateID) }
+
+    func saveProps(stateID: String, props: String) {
+        do { try store.setProps(stateID: stateID, props: props) } catch {
+            Log.error("store.failed", ["action": "save_props", "error": "\(error)"])
+        }
+    }
+
+    /// A run read for an announce doubles as the watcher's source for the pause's timeout.
+    func learned(runJSON: JSONValue) {
+        guard let run = FlowRun(json: runJSON) else { return }
+        apply(watcher.handle(.run(run), now: now()))
+    }
+
+    /// Counts the push and applies what APNs' answer means for the registry.
+    func delivered(_ delivery: Delivery, push: Push, device: Device, runID: String?, seconds: Double) {
+        let status = delivery.outcome.status
+        let reason: String = if case .rejected(let r) = delivery.outcome { r.reason?.rawValue ?? "" } else { "" }
+        metrics.recordPush(kind: push.kind.rawValue, status: status > 0 ? String(status) : delivery.outcome.label,
+                           reason: reason, seconds: delivery.outcome.isDelivered ? seconds : nil)
+        do {
+            switch delivery.effect {
+            case .none: break
+            case .dropDevice: try store.deleteDevice(id: device.id)
+            case .dropStartToken: try store.dropStartToken(deviceID: device.id)
+            case .updateEnvironment(let environment): try store.updateEnvironment(deviceID: device.id, to: environment)
+            case .dropActivityToken:
+                if let runID { try store.deleteActivity(deviceID: device.id, runID: runID) }
+            }
+        } catch {
+            Log.error("store.failed", ["action": "delivery_effect", "error": "\(error)"])
+        }
+    }
+}
