@@ -52,6 +52,9 @@ final class APNsConnection: @unchecked Sendable {
         self.tls = tls
         self.options = options
         wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
+        // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
+        signal(SIGPIPE, SIG_IGN)
     }
 
     deinit { Glibc.close(wakeFD) }

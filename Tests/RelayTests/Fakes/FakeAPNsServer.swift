@@ -24,6 +24,7 @@ final class FakeAPNsServer: @unchecked Sendable {
     init(ledger: FakeAPNsLedger, maxConcurrentStreams: UInt32) throws {
         self.ledger = ledger
         self.maxConcurrentStreams = maxConcurrentStreams
+        signal(SIGPIPE, SIG_IGN)  // a client hanging up must give EPIPE, not kill the test process
         listenFD = try IOError.check("socket") { socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0) }
         var one: Int32 = 1
         setsockopt(listenFD, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
