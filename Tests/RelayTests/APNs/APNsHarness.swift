@@ -9,6 +9,7 @@ struct APNsHarness {
 
     init(requestTimeoutMs: Int = 5_000, retry: RetryPolicy = RetryPolicy(maxRetries: 3, initialMs: 10, maxMs: 40, jitter: 0),
          keyPath: String = APNsFixtures.keyPath, maxConcurrentStreams: UInt32 = 1000,
+         pingIntervalMs: Int = 45_000, pingTimeoutMs: Int = 10_000,
          now: (@Sendable () -> Int64)? = nil) throws {
         production = try FakeAPNs(name: "production", maxConcurrentStreams: maxConcurrentStreams)
         development = try FakeAPNs(name: "development", maxConcurrentStreams: maxConcurrentStreams)
@@ -16,6 +17,8 @@ struct APNsHarness {
         options.connection.requestTimeoutMs = requestTimeoutMs
         options.connection.connectTimeoutMs = 2_000
         options.connection.reconnectDelayMs = 50
+        options.connection.pingIntervalMs = pingIntervalMs
+        options.connection.pingTimeoutMs = pingTimeoutMs
         options.retry = retry
         let credentials = Config.APNsCredentials(key: .file(keyPath), keyID: APNsFixtures.keyID, teamID: APNsFixtures.teamID)
         client = try APNsClient(credentials: credentials,
