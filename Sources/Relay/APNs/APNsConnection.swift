@@ -27,6 +27,7 @@ final class APNsConnection: @unchecked Sendable {
     private struct Inbox {
         var pushes: [PendingPush] = []
         var closing = false
+        var recycle = false
         var thread: pthread_t?
     }
 
@@ -87,11 +88,22 @@ final class APNsConnection: @unchecked Sendable {
         pthread_join(thread, nil)
     }
 
+    /// Stops opening streams on the current link and moves new ones to a fresh link; streams in flight
+    /// finish where they are. For provider-token errors, after which APNs may "wedge" a connection
+    /// (apns.md §6.2). Safe from any thread.
+    func recycle() {
+        inbox.withLock { $0.recycle = true }
+        wake()
+    }
+
     /// Takes what other threads queued. Loop thread only.
-    func takeInbox() -> (pushes: [PendingPush], closing: Bool) {
+    func takeInbox() -> (pushes: [PendingPush], closing: Bool, recycle: Bool) {
         inbox.withLock { inbox in
-            defer { inbox.pushes.removeAll() }
-            return (inbox.pushes, inbox.closing)
+            defer {
+                inbox.pushes.removeAll()
+                inbox.recycle = false
+            }
+            return (inbox.pushes, inbox.closing, inbox.recycle)
         }
     }
 

@@ -57,7 +57,7 @@ import Testing
         guard let pipe = popen(command, "r") else { return }
         var line = [CChar](repeating: 0, count: 1024)
         while fgets(&line, Int32(line.count), pipe) != nil {
-            let text = String(cString: line)
+            let text = String(decoding: line.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if text.contains("finished in") || text.contains("requests:") || text.contains("status codes:") {
                 print("bench.h2load " + text.trimmingWhitespace())
             }
