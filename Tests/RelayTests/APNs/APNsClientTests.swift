@@ -20,6 +20,31 @@ import Testing
         #expect(Set(requests.map(\.stream)).count == count)
         #expect(Set(requests.map(\.token)).count == count)
         #expect(harness.development.requests.isEmpty)
+        // One stream until the first 200 proves the token (apns.md §1), then many at once.
+        #expect(requests[0].openStreams == 1 && requests[1].stream > requests[0].stream)
+        #expect(requests.map(\.openStreams).max()! > 10)
+    }
+
+    @Test func oneStreamUntilTheFirstSuccess() async throws {
+        let harness = try APNsHarness()
+        defer { harness.stop() }
+        harness.production.script(APNsHarness.token(0), .slow(ms: 150, .accept))
+        #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(0))).isDelivered == true)
+        let first = try #require(harness.production.requests.first)
+        // A fresh connection: the slow first push holds the only stream, so the rest wait for its 200.
+        harness.production.dropConnections()
+        try await Task.sleep(nanoseconds: 150_000_000)  // let the client see the hang-up before sending again
+        harness.production.script(APNsHarness.token(100), .slow(ms: 150, .accept))
+        async let lead = harness.client.send(APNsHarness.alert(APNsHarness.token(100)))
+        try await Task.sleep(nanoseconds: 30_000_000)
+        let rest = await withTaskGroup(of: Bool.self) { group in
+            for n in 101..<106 { group.addTask { await harness.client.send(APNsHarness.alert(APNsHarness.token(n))).isDelivered } }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(await lead.isDelivered && rest.allSatisfy { $0 })
+        let second = harness.production.requests.filter { $0.connection == 2 }
+        #expect(second.count == 6 && second[0].token == APNsHarness.token(100) && first.connection == 1)
+        #expect(second.dropFirst().allSatisfy { $0.arrivedAt >= second[0].arrivedAt + 140 })
     }
 
     @Test func requestCarriesAppleHeadersAndBody() async throws {
@@ -184,6 +209,7 @@ import Testing
         }
         #expect(outcomes.allSatisfy { $0.isDelivered })
         #expect(harness.production.requests.count == 40)
+        #expect(harness.production.requests.map(\.openStreams).max()! <= 2)
         #expect(harness.production.connectionCount == 1)
     }
 

@@ -31,6 +31,10 @@ final class FakeAPNs: @unchecked Sendable {
         var path: String
         var headers: [String: String]
         var body: String
+        /// Streams open on this connection when the request completed (itself included).
+        var openStreams: Int
+        /// Monotonic ms when the request completed.
+        var arrivedAt: Int64 = monotonicMs()
         var token: String { String(path.split(separator: "/").last ?? "") }
         var authorization: String? { headers["authorization"] }
     }
