@@ -63,5 +63,11 @@ run: deps build
 	  PORT=$${PORT:-$(RUN_PORT)} $(BIN); \
 	fi
 
+# The relay end to end on embedded defaults: local Prefect, the relay, a fake APNs printing what a phone would get.
+demo: deps
+	$(SWIFT) build --product prefect-push
+	$(SWIFT) build --product fake-apns
+	tools/demo.sh
+
 clean:
 	rm -rf .build
