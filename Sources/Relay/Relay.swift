@@ -37,7 +37,9 @@ actor Relay {
     }
 
     func metricsText() -> String {
-        metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
+        var metrics = self.metrics
+        metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
+        return metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
                        residentBytes: ProcessStatus.residentBytes())
     }
 

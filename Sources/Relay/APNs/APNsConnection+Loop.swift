@@ -39,6 +39,7 @@ extension APNsConnection {
         do {
             let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs)
             link = try APNsLink(socket: socket, id: linksOpened)
+            APNsConnection.openedCounter.add(1, ordering: .relaxed)
             Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),
                                         "ms": String(monotonicMs() - started)])
         } catch {

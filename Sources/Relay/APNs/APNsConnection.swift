@@ -60,6 +60,10 @@ final class APNsConnection: @unchecked Sendable {
 
     deinit { Glibc.close(wakeFD) }
 
+    /// TLS + HTTP/2 connections opened to any APNs host since start-up (`/metrics`). Safe from any thread.
+    static var linksOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
+    static let openedCounter = Atomic<Int>(0)
+
     /// Sends one request on this host and waits for its answer (or timeout). Safe from any task.
     func send(_ request: APNsRequest) async -> APNsExchange {
         await withCheckedContinuation { continuation in
