@@ -116,7 +116,8 @@ final class FakeAPNsConnection {
 
     private func submitResponse(_ streamID: Int32, status: Int, body: JSONValue?) {
         guard let stream = streams[streamID] else { return }
-        let fields = [(":status", String(status)), ("apns-id", server.ledger.newAPNsID())]
+        // Like APNs: echo the request's apns-id when it sent one (aioapns matches answers by it), else make one.
+        let fields = [(":status", String(status)), ("apns-id", stream.headers["apns-id"] ?? server.ledger.newAPNsID())]
             + (body == nil ? [] : [("content-type", "application/json")])
         var arena: [UInt8] = []
         var spans: [(Range<Int>, Range<Int>)] = []

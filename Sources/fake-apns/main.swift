@@ -2,11 +2,17 @@ import FakeAPNs
 import Glibc
 import Relay
 import RelayCore
+import Synchronization
 
 // A stand-in for APNs for `make demo` and `make bench`: HTTP/2 over TLS on 127.0.0.1, answering 200 with an
 // apns-id, printing each push the way a phone would show it. Not for production; never shipped in the image.
 //
 //   fake-apns --port N --cert server.pem --key server.key --jwt-public-key key.pub.pem --key-id K --team-id T [--quiet]
+//             [--arrivals]
+//
+// --arrivals (for `make bench`): instead of the phone view, one line per request,
+// `arrival <CLOCK_MONOTONIC ns> <token> <apns-collapse-id or -> <apns-push-type>`, written in batches by the main
+// thread so the fake's loop thread never waits on stdout.
 
 func argument(_ name: String) -> String? {
     let args = CommandLine.arguments
@@ -25,7 +31,15 @@ func required(_ name: String) -> String {
 enum FileHandleLine {
     static func write(_ text: String) {
         var bytes = Array(text.utf8)
-        _ = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress, $0.count) }
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = Glibc.write(1, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
     }
 }
 
@@ -66,14 +80,23 @@ func describe(_ request: FakeAPNs.Request, host: String) -> String {
 }
 
 let quiet = CommandLine.arguments.contains("--quiet")
+let arrivals = CommandLine.arguments.contains("--arrivals")
 let name = argument("--name") ?? "apns"
+/// Arrival lines waiting for the main thread to write them.
+let pendingArrivals = Mutex<[String]>([])
 let identity = FakeAPNs.Identity(certificateChainPath: required("--cert"), privateKeyPath: required("--key"),
                                  jwtPublicKeyPath: required("--jwt-public-key"), keyID: required("--key-id"),
                                  teamID: required("--team-id"))
 let fake: FakeAPNs
 do {
     fake = try FakeAPNs(name: name, identity: identity, port: Int(argument("--port") ?? "0") ?? 0) { request in
-        if !quiet { FileHandleLine.write(describe(request, host: name)) }
+        if arrivals {
+            let line = "arrival \(request.arrivedAtNs) \(request.token) \(request.headers["apns-collapse-id"] ?? "-") "
+                + "\(request.headers["apns-push-type"] ?? "-")\n"
+            pendingArrivals.withLock { $0.append(line) }
+        } else if !quiet {
+            FileHandleLine.write(describe(request, host: name))
+        }
     }
 } catch {
     FileHandleLine.write("fake-apns: \(error)\n")
@@ -81,4 +104,15 @@ do {
 }
 FileHandleLine.write("fake-apns \(name) listening on https://127.0.0.1:\(fake.port)\n")
 // Runs until killed (the demo and the benchmark stop it); bounded by whoever started it.
-while true { sleep(3600) }
+while true {
+    guard arrivals else {
+        sleep(3600)
+        continue
+    }
+    usleep(2_000)
+    let lines = pendingArrivals.withLock { lines -> [String] in
+        defer { lines.removeAll(keepingCapacity: true) }
+        return lines
+    }
+    if !lines.isEmpty { FileHandleLine.write(lines.joined()) }
+}
