@@ -11,10 +11,12 @@ APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite
                 nghttp2-client nghttp2-server openssl ca-certificates curl
 BIN_DEBUG  := .build/debug/prefect-push
 BIN        := .build/release/prefect-push
+AIOAPNS_VERSION := 4.0
+BENCH_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python build debug test run demo clean
+.PHONY: deps deps-apt deps-python deps-bench build debug test run demo bench clean
 
 deps: deps-apt deps-python
 
@@ -68,6 +70,20 @@ demo: deps
 	$(SWIFT) build --product prefect-push
 	$(SWIFT) build --product fake-apns
 	tools/demo.sh
+
+# Push latency, APNs throughput next to h2load and aioapns, footprint, and a real Prefect server next to an
+# Automation (bench/run.py). Release builds; 127.0.0.1 only; a few minutes. Prints a table, writes bench/results.json.
+# BENCH_ARGS="--quick" for a smoke run, "--skip-real" without the Prefect server. Never part of `make test`.
+bench: deps deps-bench
+	$(SWIFT) build -c release --static-swift-stdlib --product prefect-push
+	$(SWIFT) build -c release --static-swift-stdlib --product fake-apns
+	$(SWIFT) build -c release --static-swift-stdlib --product prefect-push-bench
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# aioapns, the Python APNs client the throughput is compared with (PyPI, into the project venv).
+deps-bench: deps-python
+	@$(VENV)/bin/python -c 'import aioapns' 2>/dev/null || \
+	  $(VENV)/bin/pip install -q --disable-pip-version-check aioapns==$(AIOAPNS_VERSION)
 
 clean:
 	rm -rf .build

@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "prefect-push", targets: ["prefect-push"]),
         .executable(name: "fake-apns", targets: ["fake-apns"]),
+        .executable(name: "prefect-push-bench", targets: ["prefect-push-bench"]),
     ],
     targets: [
         .systemLibrary(name: "CWebSockets", pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
@@ -36,6 +37,8 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(name: "fake-apns", dependencies: ["FakeAPNs", "RelayCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        // `make bench`: the relay's APNs client under load (throughput on one connection); never shipped.
+        .executableTarget(name: "prefect-push-bench", dependencies: ["Relay"], swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "RelayTests",
             dependencies: ["Relay", "RelayCore", "FakeAPNs", "CShims", "CNGHTTP2", "COpenSSL", "CSQLite", "CJansson"],

@@ -1,0 +1,56 @@
+import RelayCore
+
+/// The relay's own APNs client under load, for `make bench` (throughput on one connection). Public only so the
+/// `prefect-push-bench` executable can drive it from a release build; the relay itself never calls it.
+///
+/// Pushes go out the way the notifier fans out an announce: one task per device, each `deliver(_:to:)` on the
+/// host's one shared connection.
+public enum APNsLoad {
+    public struct Result: Sendable {
+        public var pushes: Int
+        public var delivered: Int
+        public var seconds: Double
+        public var connectionsOpened: Int
+    }
+
+    /// Builds the client from the same environment the relay reads (`APNS_*`), connects with one push (the
+    /// stream limit is 1 until APNs first answers 200), then times `pushes` alerts to distinct tokens.
+    public static func run(environment: [String: String], pushes: Int) async throws -> Result {
+        var env = environment
+        if env["PREFECT_API_URL"] == nil { env["PREFECT_API_URL"] = "http://127.0.0.1:1/api" }
+        let config = try Config(environment: env)
+        Log.setLevel(config.logLevel)
+        var options = APNsClient.Options()
+        options.connection.requestTimeoutMs = 120_000
+        guard let client = try APNsClient.make(config: config, options: options) else {
+            throw ConfigError("APNS_KEY", "the benchmark needs an APNs key")
+        }
+        defer { client.shutdown() }
+        let opened = APNsConnection.linksOpenedTotal
+        let payload = #"{"aps":{"alert":{"title":"Approve the nightly deploy?","subtitle":"nightly-deploy","#
+            + #""body":"service: billing-api\nReply with a comment."},"category":"waiting-reply","sound":"default"},"#
+            + #""body":{"runId":"95d737c2-8dd4-4a0b-b4d5-e6d147c8ff6e","serverId":"bench"}}"#
+        func item(_ n: Int) -> (push: Push, device: Device) {
+            let digits = String(n, radix: 16)
+            let token = "ab" + String(repeating: "0", count: 62 - digits.count) + digits
+            let device = Device(id: "bench-\(n)", token: token, startToken: nil, environment: .production,
+                                serverID: "bench", createdAt: 0, updatedAt: 0)
+            let push = Push(kind: .alert, deviceToken: token, environment: .production, topic: config.apnsTopic,
+                            priority: 10, collapseID: "bench", expiration: 0, payload: payload)
+            return (push, device)
+        }
+        let warm = item(0)
+        _ = await client.deliver(warm.push, to: warm.device)
+        let items = (1...pushes).map(item)
+        let started = Clock.monotonic()
+        let delivered = await withTaskGroup(of: Bool.self) { group in
+            for entry in items {
+                group.addTask { await client.deliver(entry.push, to: entry.device).outcome.isDelivered }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        let seconds = Clock.monotonic() - started
+        return Result(pushes: pushes, delivered: delivered, seconds: seconds,
+                      connectionsOpened: APNsConnection.linksOpenedTotal - opened)
+    }
+}
