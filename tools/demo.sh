@@ -79,5 +79,5 @@ wait_for 30 "the flow to finish" sh -c "! kill -0 $flow"
 grep -h "approved" "$work/flow.log" || true
 
 say "relay log"
-grep -E "pause\.|apns\.sent|device\." "$work/relay.log" | cut -c1-200
+grep -E "pause\.|apns\.(sent|fanout)|device\." "$work/relay.log" | cut -c1-200
 say "done; stopping everything"

@@ -32,15 +32,16 @@ struct Notifier: Sendable {
         for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
             let deviceProps = props.forDevice(serverId: serverID)
             let alert = Payloads.alert(deviceProps, stateID: pause.stateID)
-            let start = Payloads.liveActivityStart(deviceProps, now: stamp)
+            // Built only when some phone here can start a Live Activity.
+            let start = group.contains { $0.startToken != nil } ? Payloads.liveActivityStart(deviceProps, now: stamp) : nil
             for device in group {
                 items.append((push(alert, to: device.token, device, expiry: expiry), device))
-                if let startToken = device.startToken {
+                if let startToken = device.startToken, let start {
                     items.append((push(start, to: startToken, device, expiry: expiry), device))
                 }
             }
         }
-        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID)
+        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID, purpose: "announce")
     }
 
     func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double) async {
@@ -54,7 +55,7 @@ struct Notifier: Sendable {
                                              minutesLeft: minutesLeft)
             for device in group { items.append((push(reminder, to: device.token, device, expiry: expiry), device)) }
         }
-        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID)
+        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID, purpose: "remind")
     }
 
     /// Ends the run's Live Activity on every phone that registered one, then forgets those tokens.
@@ -73,7 +74,7 @@ struct Notifier: Sendable {
             let message = Payloads.liveActivityEnd(props.forDevice(serverId: device.serverID), endedState: ended, now: stamp)
             items.append((push(message, to: token, device, expiry: stamp + 3600), device))
         }
-        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID)
+        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID, purpose: "end")
         await relay.forgetActivities(runID: pause.runID)
     }
 
@@ -127,18 +128,25 @@ struct Notifier: Sendable {
                     collapseID: meta.collapseID, expiration: expiry, payload: message.json)
     }
 
+    /// Sends every item at once over the shared connections; one `apns.fanout` line sums it up (each push that
+    /// fails is logged on its own as `apns.not_sent`).
     private func deliver(_ items: [(push: Push, device: Device)], via apns: APNsClient, receivedAt: Double,
-                         runID: String?) async {
+                         runID: String?, purpose: String) async {
         guard !items.isEmpty else { return }
-        await withTaskGroup(of: Void.self) { group in
+        let started = Clock.monotonic()
+        let delivered = await withTaskGroup(of: Bool.self) { group in
             for item in items {
                 group.addTask {
                     let delivery = await apns.deliver(item.push, to: item.device)
                     await relay.delivered(delivery, push: item.push, device: item.device, runID: runID,
                                           seconds: Clock.monotonic() - receivedAt)
+                    return delivery.outcome.isDelivered
                 }
             }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
+        Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
+                                 "delivered": String(delivered), "ms": String(Int((Clock.monotonic() - started) * 1000))])
     }
 
     /// `POST /devices/{id}/test`: one plain alert to the device, answered with APNs' verdict.

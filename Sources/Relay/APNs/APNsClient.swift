@@ -116,7 +116,10 @@ final class APNsClient: Sendable {
         }
     }
 
+    /// A delivered push is a debug line (a fan-out to many phones logs one `apns.fanout` line instead); anything
+    /// else is a warning. Fields are only formatted when the line will be written.
     private static func log(_ push: Push, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
+        guard Log.isEnabled(outcome.isDelivered ? .debug : .warn) else { return }
         var apnsID = ""
         var detail = ""
         switch outcome {
@@ -130,6 +133,6 @@ final class APNsClient: Sendable {
             "status": String(outcome.status), "reason": outcome.label, "apns_id": apnsID, "attempt": String(attempt),
             "ms": String(ms), "detail": detail,
         ]
-        if outcome.isDelivered { Log.info("apns.sent", fields) } else { Log.warn("apns.not_sent", fields) }
+        if outcome.isDelivered { Log.debug("apns.sent", fields) } else { Log.warn("apns.not_sent", fields) }
     }
 }

@@ -69,14 +69,21 @@ final class APNsConnection: @unchecked Sendable {
         await withCheckedContinuation { continuation in
             let push = PendingPush(request: request, deadline: monotonicMs() + Int64(options.requestTimeoutMs),
                                    continuation: continuation)
-            let accepted = inbox.withLock { inbox -> Bool in
-                guard !inbox.closing else { return false }
+            // nil: not accepted; true: the inbox was empty, so the loop may be asleep and needs a wake-up.
+            let accepted = inbox.withLock { inbox -> Bool? in
+                guard !inbox.closing else { return nil }
                 if inbox.thread == nil { inbox.thread = startLoop() }
-                guard inbox.thread != nil else { return false }
+                guard inbox.thread != nil else { return nil }
                 inbox.pushes.append(push)
-                return true
+                return inbox.pushes.count == 1
             }
-            if accepted { wake() } else { push.finish(.notSent("APNs connection closed")) }
+            // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
+            // (its first push's), and the loop always takes the inbox after draining the eventfd.
+            switch accepted {
+            case nil: push.finish(.notSent("APNs connection closed"))
+            case true?: wake()
+            case false?: break
+            }
         }
     }
 
