@@ -15,11 +15,11 @@ struct Notifier: Sendable {
     static let defaultExpiry: Int64 = 24 * 3600
 
     func announce(_ pause: PauseRecord, _ origin: Watcher.Origin, receivedAt: Double) async {
-        let flowID: String? = switch origin {
-        case .event(let event): event.flowID
-        case .run(let run): run.flowID
+        let (flowID, flowName): (String?, String?) = switch origin {
+        case .event(let event): (event.flowID, event.flowName)
+        case .run(let run): (run.flowID, nil)
         }
-        guard let props = await buildProps(pause, flowID: flowID, announcing: true) else { return }
+        guard let props = await buildProps(pause, flowID: flowID, flowName: flowName, announcing: true) else { return }
         guard let apns else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return
@@ -83,9 +83,11 @@ struct Notifier: Sendable {
     /// Reads the run's context and builds the pause's props once; stores them for the reminder and the end.
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
-    private func buildProps(_ pause: PauseRecord, flowID: String?, announcing: Bool = false) async -> WaitingProps? {
+    private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, announcing: Bool = false)
+        async -> WaitingProps?
+    {
         guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID, pausedAt: pause.pausedAt,
-                                                   flowID: flowID) else {
+                                                   flowID: flowID, flowName: flowName) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return nil
         }

@@ -16,7 +16,10 @@ struct ContextGatherer: Sendable {
 
     /// Nil when the run can't be read at all (Prefect down, run deleted): the caller logs and gives up.
     /// `pausedAt` is the pause's state timestamp (unix seconds), to tell a run that lags from one that moved on.
-    func gather(runID: String, stateID: String, pausedAt: Int64, flowID: String?) async -> Gathered? {
+    /// `flowName` is the name the Paused event's related flow carries; when known, the flow isn't read.
+    func gather(runID: String, stateID: String, pausedAt: Int64, flowID: String?, flowName knownFlowName: String? = nil)
+        async -> Gathered?
+    {
         async let artifacts = prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
         ])
@@ -28,7 +31,7 @@ struct ContextGatherer: Sendable {
             ],
             "limit": 50,
         ])
-        async let eventFlow = flowName(flowID)
+        async let eventFlow = flowName(flowID, known: knownFlowName)
         guard let (runJSON, movedOn) = await currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt),
               let run = RunDetails(prefect: runJSON) else {
             return nil
@@ -47,13 +50,21 @@ struct ContextGatherer: Sendable {
         return Gathered(context: context, runJSON: runJSON, movedOn: movedOn)
     }
 
-    /// `GET /flow_runs/{id}`, re-read (bounded, ~1.5 s in all) while it still shows a state from before the pause
-    /// (the run can lag its own event). Returns the run and whether it has already moved past the pause: another
-    /// PAUSED state, or any state stamped in a later second.
+    /// Pauses before each re-read of a run that still shows a state from before the pause. The lag is a few ms to
+    /// tens of ms on a real server, so the first re-read comes soon; ~1.3 s in all.
+    static let runRereadDelaysMs = [10, 20, 40, 80, 160, 320, 640]
+
+    /// Pauses before each re-read of input rows the keyset names but that aren't there yet. The flow writes them
+    /// ~0.1 s after the event; 0.75 s in all.
+    static let inputRereadDelaysMs = [50, 100, 200, 400]
+
+    /// `GET /flow_runs/{id}`, re-read (bounded, `runRereadDelaysMs`) while it still shows a state from before the
+    /// pause (the run can lag its own event). Returns the run and whether it has already moved past the pause:
+    /// another PAUSED state, or any state stamped in a later second.
     private func currentRun(runID: String, stateID: String, pausedAt: Int64) async -> (JSONValue, Bool)? {
         var last: JSONValue?
-        for attempt in 0..<6 {
-            if attempt > 0 { try? await Task.sleep(for: .milliseconds(50 * (1 << attempt))) }
+        for attempt in 0...Self.runRereadDelaysMs.count {
+            if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.runRereadDelaysMs[attempt - 1])) }
             guard case .found(let json) = await prefect.flowRun(id: runID) else { continue }
             last = json
             let state = json["state"]
@@ -64,20 +75,25 @@ struct ContextGatherer: Sendable {
         return last.map { ($0, false) }
     }
 
+    private func flowName(_ flowID: String?, known: String?) async -> String? {
+        if let known, !known.isEmpty { return known }
+        return await flowName(flowID)
+    }
+
     private func flowName(_ flowID: String?) async -> String? {
         guard let flowID, case .found(let json) = await prefect.flow(id: flowID) else { return nil }
         return json["name"]?.string
     }
 
     /// The pause's input rows. The flow writes `-schema` then `-description` in separate requests after the
-    /// event, so a row the keyset names but that isn't there yet is read again (twice, 0.3 s then 0.6 s).
+    /// event, so a row the keyset names but that isn't there yet is read again (`inputRereadDelaysMs`).
     /// `wait_for_input=str` names a description that never comes; its schema says so and ends the wait.
     private func inputRows(runID: String, keyset: InputKeyset?) async -> [InputRow] {
         guard let keyset, let schemaKey = keyset.schema else { return [] }
         let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
         var rows: [InputRow] = []
-        for attempt in 0..<3 {
-            if attempt > 0 { try? await Task.sleep(for: .milliseconds(300 * attempt)) }
+        for attempt in 0...Self.inputRereadDelaysMs.count {
+            if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.inputRereadDelaysMs[attempt - 1])) }
             if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
                                                                 ["prefix": .string(prefix), "limit": 20]) {
                 rows = InputRow.list(prefect: .array(items))
