@@ -1,10 +1,12 @@
 """A flow that pauses COUNT times in a row, for `make bench` part 4 (a real Prefect server).
 
-    pauses.py COUNT
+    pauses.py COUNT plain|input
 
-Before each pause it prints `PAUSING <run id> <CLOCK_MONOTONIC ns> <unix s>`, then calls pause_flow_run (no input,
-600 s timeout) and polls for the resume every 0.2 s; the benchmark resumes each pause once the alert and the webhook
-have both arrived. PREFECT_API_URL (and PREFECT_API_AUTH_STRING) say which server.
+Before each pause it prints `PAUSING <run id> <CLOCK_MONOTONIC ns> <unix s>`, then calls pause_flow_run (600 s
+timeout, polling for the resume every 0.2 s): `plain` waits for nothing, `input` waits for a RunInput with a
+markdown description (the relay reads the input rows, which Prefect writes just after the Paused state). The
+benchmark resumes each pause once the alert and the webhook have both arrived. PREFECT_API_URL (and
+PREFECT_API_AUTH_STRING) say which server.
 """
 from __future__ import annotations
 
@@ -13,15 +15,26 @@ import time
 
 from prefect import flow
 from prefect.flow_runs import pause_flow_run
+from prefect.input import RunInput
 from prefect.runtime import flow_run
+
+DESCRIPTION = "## Approve the nightly deploy?\n\n* **service**: `billing-api`\n* **version**: `1.4.2`\n\nReply with a comment."
+
+
+class Approval(RunInput):
+    comment: str
 
 
 @flow(name="bench-pauses")
-def bench_pauses(count: int) -> None:
+def bench_pauses(count: int, mode: str) -> None:
     for n in range(count):
         print(f"PAUSING {flow_run.id} {time.monotonic_ns()} {time.time()}", flush=True)
-        pause_flow_run(timeout=600, poll_interval=0.2, key=f"bench-{n}")
+        if mode == "input":
+            pause_flow_run(wait_for_input=Approval.with_initial_data(description=DESCRIPTION), timeout=600,
+                           poll_interval=0.2, key=f"bench-{n}")
+        else:
+            pause_flow_run(timeout=600, poll_interval=0.2, key=f"bench-{n}")
 
 
 if __name__ == "__main__":
-    bench_pauses(int(sys.argv[1]))
+    bench_pauses(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "plain")

@@ -163,6 +163,8 @@ class Fake:
         self.port = port
         self.arrivals: dict[str, list[int]] = {}
         self.expected: dict[str, tuple[int, asyncio.Event]] = {}
+        #: (collapse id, stamp) of each request's first arrival per collapse id, in order; see next_arrival().
+        self.order: asyncio.Queue = asyncio.Queue()
         self.total = 0
         self.reader = asyncio.create_task(self._read())
 
@@ -184,6 +186,8 @@ class Fake:
             if len(parts) < 5 or parts[0] != b"arrival":
                 continue
             collapse = parts[3].decode()
+            if collapse not in self.arrivals:
+                self.order.put_nowait((collapse, int(parts[1])))
             self.arrivals.setdefault(collapse, []).append(int(parts[1]))
             self.total += 1
             waiter = self.expected.get(collapse)
@@ -200,6 +204,12 @@ class Fake:
         finally:
             self.expected.pop(collapse, None)
         return self.arrivals.pop(collapse)
+
+    async def next_arrival(self, timeout: float) -> tuple[str, int]:
+        """The next collapse id seen for the first time, with its stamp (for pauses that come one at a time)."""
+        collapse, stamp = await asyncio.wait_for(self.order.get(), timeout)
+        self.arrivals.pop(collapse, None)
+        return collapse, stamp
 
     async def stop(self):
         await stop(self.process)
@@ -468,7 +478,7 @@ class Sink:
         return self.arrivals[state]
 
 
-async def real_prefect(work: str, pauses: int) -> dict:
+async def real_prefect(work: str, pauses: int, input_pauses: int) -> dict:
     prefect = os.path.join(os.path.dirname(PYTHON), "prefect")
     home = os.path.join(work, "prefect-home")
     port = free_port()
@@ -480,7 +490,7 @@ async def real_prefect(work: str, pauses: int) -> dict:
     server_log = open(os.path.join(work, "prefect-server.log"), "ab")
     server = await spawn(prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port), env=env,
                          stdout=server_log, stderr=server_log, group=True)
-    fake = sink = relay = flow = None
+    fake = sink = relay = None
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -518,32 +528,49 @@ async def real_prefect(work: str, pauses: int) -> dict:
         startup_ms = await relay.wait_subscribed()
         await relay.register(1)
 
-        warmup = 2
-        flow = await spawn(PYTHON, os.path.join(ROOT, "bench", "pauses.py"), str(pauses + warmup), env=client_env,
-                           stdout=subprocess.PIPE, stderr=open(os.path.join(work, "flow.log"), "ab"))
-        relay_ms, hook_ms, relay_from_state, hook_from_state = [], [], [], []
-        for n in range(pauses + warmup):
+        series = {}
+        for mode, count in (("plain", pauses), ("input", input_pauses)):
+            if count:
+                series[mode] = await pause_series(mode, count, port, client_env, fake, sink, work)
+                log(f"real {mode}: relay {series[mode]['relay_from_call']} automation "
+                    f"{series[mode]['automation_from_call']}")
+        metrics = await relay.metrics()
+    finally:
+        if relay:
+            await relay.stop()
+        if fake:
+            await fake.stop()
+        await stop(server, timeout=20)
+        server_log.close()
+    result = {"plain": series.get("plain"), "input": series.get("input"), "relay_startup_ms": round(startup_ms, 1),
+              "metrics": metrics}
+    return result
+
+
+async def pause_series(mode: str, count: int, port: int, client_env: dict, fake: Fake, sink: Sink, work: str,
+                       warmup: int = 2) -> dict:
+    """One flow run pausing `count` (+ warm-up) times; each pause is resumed once its alert and webhook arrived."""
+    flow = await spawn(PYTHON, os.path.join(ROOT, "bench", "pauses.py"), str(count + warmup), mode, env=client_env,
+                       stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"flow-{mode}.log"), "ab"))
+    relay_ms, hook_ms, relay_from_state, hook_from_state = [], [], [], []
+    try:
+        for n in range(count + warmup):
             line = b""
             while not line.startswith(b"PAUSING"):
                 line = await asyncio.wait_for(flow.stdout.readline(), 120)
                 if not line:
-                    raise RuntimeError(f"the flow ended early; see {work}/flow.log")
+                    raise RuntimeError(f"the flow ended early; see {work}/flow-{mode}.log")
             _, run_id, mono, _wall = line.decode().split()
             called = int(mono)
-            # The alert's apns-collapse-id is the Paused state's id; find it from the run once it is paused.
-            state_id = None
-            deadline = time.monotonic() + 30
-            while state_id is None and time.monotonic() < deadline:
-                status, body = await asyncio.to_thread(http_call, port, "GET", f"/api/flow_runs/{run_id}")
-                state = json.loads(body).get("state") or {}
-                if state.get("type") == "PAUSED" and state.get("state_details", {}).get("pause_key") == f"bench-{n}":
-                    state_id, state_time = state["id"], state["timestamp"]
-                else:
-                    await asyncio.sleep(0.05)
-            if state_id is None:
-                raise RuntimeError("the flow did not pause")
-            alert = (await fake.wait(state_id, 1, timeout=30))[0]
+            # Pauses come one at a time, so the next alert is this pause's; its apns-collapse-id is the Paused
+            # state's id, which the webhook payload carries too. Nothing polls the server while it works.
+            state_id, alert = await fake.next_arrival(timeout=30)
             hook = await sink.wait(state_id, timeout=60 if n < warmup else 30)
+            status, body = await asyncio.to_thread(http_call, port, "GET", f"/api/flow_runs/{run_id}")
+            state = json.loads(body).get("state") or {}
+            if state.get("id") != state_id or state.get("state_details", {}).get("pause_key") != f"bench-{n}":
+                raise RuntimeError(f"alert for state {state_id}, but the run is in {state.get('id')}")
+            state_time = state["timestamp"]
             if n >= warmup:
                 # The state's wall-clock timestamp on the monotonic scale, via one paired reading now.
                 offset = time.time_ns() - time.monotonic_ns()
@@ -553,36 +580,25 @@ async def real_prefect(work: str, pauses: int) -> dict:
                 if hook is not None:
                     hook_ms.append(hook - called)
                     hook_from_state.append(hook - state_mono)
-            await resume(port, run_id)
+            await resume(port, run_id, {"run_input": {"comment": "ok"}} if mode == "input" else {})
         await asyncio.wait_for(flow.wait(), 60)
-        metrics = await relay.metrics()
     finally:
-        for item in (flow,):
-            if item is not None:
-                await stop(item)
-        if relay:
-            await relay.stop()
-        if fake:
-            await fake.stop()
-        await stop(server, timeout=20)
-        server_log.close()
-    result = {"pauses": pauses, "relay_from_call": summary_ms(relay_ms),
-              "automation_from_call": summary_ms(hook_ms) if hook_ms else None,
-              "relay_from_state": summary_ms(relay_from_state),
-              "automation_from_state": summary_ms(hook_from_state) if hook_from_state else None,
-              "webhooks_missing": pauses - len(hook_ms), "relay_startup_ms": round(startup_ms, 1), "metrics": metrics}
-    log(f"real: relay {result['relay_from_call']} automation {result['automation_from_call']}")
-    return result
+        await stop(flow)
+    return {"pauses": count, "relay_from_call": summary_ms(relay_ms),
+            "automation_from_call": summary_ms(hook_ms) if hook_ms else None,
+            "relay_from_state": summary_ms(relay_from_state),
+            "automation_from_state": summary_ms(hook_from_state) if hook_from_state else None,
+            "webhooks_missing": count - len(hook_ms)}
 
 
-async def resume(port: int, run_id: str) -> None:
+async def resume(port: int, run_id: str, body: dict) -> None:
     """POST /flow_runs/{id}/resume, retried: Prefect's SQLite answers 503 "database is locked" under load."""
     for attempt in range(20):
-        status, body = await asyncio.to_thread(http_call, port, "POST", f"/api/flow_runs/{run_id}/resume", {})
-        if status in (200, 201) and b'"ACCEPT"' in body:
+        status, answer = await asyncio.to_thread(http_call, port, "POST", f"/api/flow_runs/{run_id}/resume", body)
+        if status in (200, 201) and b'"ACCEPT"' in answer:
             return
         await asyncio.sleep(0.1 * (attempt + 1))
-    raise RuntimeError(f"could not resume {run_id}: {status} {body[:200]!r}")
+    raise RuntimeError(f"could not resume {run_id}: {status} {answer[:200]!r}")
 
 
 def _parse_ts(text: str) -> int:
@@ -622,11 +638,11 @@ def table(results: dict) -> str:
         row(f"  relay overhead, {d:,} (ms)", entry["relay_overhead"])
         row(f"  scripted peer's REST time, {d:,} (ms)", entry["peer_rest"])
     real = results.get("real")
-    if real:
-        row("real Prefect: pause_flow_run → alert (ms)", real["relay_from_call"])
-        row("real Prefect: pause_flow_run → Automation webhook (ms)", real["automation_from_call"])
-        row("real Prefect: Paused state timestamp → alert (ms)", real["relay_from_state"])
-        row("real Prefect: Paused state timestamp → webhook (ms)", real["automation_from_state"])
+    for mode, label in (("plain", "plain pause"), ("input", "pause with RunInput + description")):
+        entry = (real or {}).get(mode)
+        if entry:
+            row(f"real Prefect, {label}: pause_flow_run → alert (ms)", entry["relay_from_call"])
+            row(f"real Prefect, {label}: pause_flow_run → Automation webhook (ms)", entry["automation_from_call"])
     out = "\n".join(rows)
     tp = results.get("throughput")
     if tp:
@@ -681,7 +697,7 @@ async def main() -> None:
         if "footprint" in parts:
             results["footprint"] = await footprint(peer, work, 2 if args.quick else 5)
         if "real" in parts:
-            results["real"] = await real_prefect(work, 5 if args.quick else 20)
+            results["real"] = await real_prefect(work, 5 if args.quick else 20, 3 if args.quick else 10)
     finally:
         await peer.stop()
         for process in list(started_processes):
