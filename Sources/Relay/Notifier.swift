@@ -130,22 +130,16 @@ struct Notifier: Sendable {
                     collapseID: meta.collapseID, expiration: expiry, payload: message.json)
     }
 
-    /// Sends every item at once over the shared connections; one `apns.fanout` line sums it up (each push that
-    /// fails is logged on its own as `apns.not_sent`).
+    /// Sends every item over the shared connections (`APNsClient.fanOut`); one `apns.fanout` line sums it up
+    /// (each push that fails is logged on its own as `apns.not_sent`).
     private func deliver(_ items: [(push: Push, device: Device)], via apns: APNsClient, receivedAt: Double,
                          runID: String?, purpose: String) async {
         guard !items.isEmpty else { return }
         let started = Clock.monotonic()
-        let delivered = await withTaskGroup(of: Bool.self) { group in
-            for item in items {
-                group.addTask {
-                    let delivery = await apns.deliver(item.push, to: item.device)
-                    await relay.delivered(delivery, push: item.push, device: item.device, runID: runID,
-                                          seconds: Clock.monotonic() - receivedAt)
-                    return delivery.outcome.isDelivered
-                }
-            }
-            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        let relay = self.relay
+        let delivered = await apns.fanOut(items) { push, device, delivery in
+            await relay.delivered(delivery, push: push, device: device, runID: runID,
+                                  seconds: Clock.monotonic() - receivedAt)
         }
         Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
                                  "delivered": String(delivered), "ms": String(Int((Clock.monotonic() - started) * 1000))])

@@ -3,8 +3,8 @@ import RelayCore
 /// The relay's own APNs client under load, for `make bench` (throughput on one connection). Public only so the
 /// `prefect-push-bench` executable can drive it from a release build; the relay itself never calls it.
 ///
-/// Pushes go out the way the notifier fans out an announce: one task per device, each `deliver(_:to:)` on the
-/// host's one shared connection.
+/// Pushes go out the way the notifier fans out an announce (`APNsClient.fanOut`): one task per device, each
+/// `deliver(_:to:)` on the host's one shared connection.
 public enum APNsLoad {
     public struct Result: Sendable {
         public var pushes: Int
@@ -43,12 +43,7 @@ public enum APNsLoad {
         _ = await client.deliver(warm.push, to: warm.device)
         let items = (1...pushes).map(item)
         let started = Clock.monotonic()
-        let delivered = await withTaskGroup(of: Bool.self) { group in
-            for entry in items {
-                group.addTask { await client.deliver(entry.push, to: entry.device).outcome.isDelivered }
-            }
-            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-        }
+        let delivered = await client.fanOut(items) { _, _, _ in }
         let seconds = Clock.monotonic() - started
         return Result(pushes: pushes, delivered: delivered, seconds: seconds,
                       connectionsOpened: APNsConnection.linksOpenedTotal - opened)
