@@ -233,7 +233,9 @@ class RelayRun:
                "APNS_DEVELOPMENT_URL": f"https://127.0.0.1:{fake.port}", **(extra or {})}
         err = open(os.path.join(directory, "relay.log"), "ab")
         spawned = time.monotonic_ns()
-        process = await spawn(os.path.join(BIN, "prefect-push"), env=env, stdout=err, stderr=err)
+        # BENCH_RELAY_BIN: another relay build to compare (A/B), else the release build.
+        binary = os.environ.get("BENCH_RELAY_BIN") or os.path.join(BIN, "prefect-push")
+        process = await spawn(binary, env=env, stdout=err, stderr=err)
         err.close()
         return cls(process, port, spawned, directory)
 
