@@ -19,12 +19,14 @@ struct Notifier: Sendable {
         case .event(let event): (event.flowID, event.flowName)
         case .run(let run): (run.flowID, nil)
         }
+        // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
+        async let registered = relay.devices()
         guard let props = await buildProps(pause, flowID: flowID, flowName: flowName, announcing: true) else { return }
         guard let apns else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return
         }
-        let devices = await relay.devices()
+        let devices = await registered
         await relay.countAnnounced()
         let stamp = Int64(now())
         let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
