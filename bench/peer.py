@@ -5,9 +5,12 @@ One asyncio listener on 127.0.0.1 serves both, as Prefect does under one API roo
 * `GET /api/events/out` with subprotocol `prefect`: auth -> auth_success -> filter, then the events the benchmark
   emits (reference/prefect.md §1). The frame is encoded first; the send time is `time.monotonic_ns()` taken right
   before the write (CLOCK_MONOTONIC, the clock the fake APNs stamps arrivals with).
+* Standalone (`python3 bench/peer.py PORT`, used by the metrics test): `POST /control/pause` emits a new pause,
+  `POST /control/resume/{run}` its Running event.
 * REST, shapes from fixtures/prefect (Tests/RelayTests/Fixtures/prefect): `GET /flow_runs/{id}`, `GET /flows/{id}`,
   `POST /flow_runs/{id}/input/filter`, `POST /artifacts/filter`, `POST /events/filter`, `POST /flow_runs/filter`,
-  `POST /flows/count`. Every answer is pre-encoded; each connection's service time (accept -> answer written) is
+  `POST /flows/count`, each needing `Authorization: Basic admin:pass` (else 401, as Prefect with an auth string; `GET /health` is open).
+  Every answer is pre-encoded; each connection's service time (accept -> answer written) is
   kept so the benchmark can tell the relay's share of a latency from the peer's.
 
 Hand-rolled on asyncio.Protocol (HTTP/1.1 + RFC 6455 server framing, ~150 lines) rather than aiohttp or
@@ -104,7 +107,8 @@ class Run:
 
 
 class ScriptedPrefect:
-    def __init__(self):
+    def __init__(self, auth: str = "admin:pass"):
+        self.authorization = "Basic " + base64.b64encode(auth.encode()).decode()
         self.event_template = fixture("ws-event-paused.json")["event"]
         self.run_template = fixture("rest-flow-run-paused-with-input.json")["response"]
         self.rows_template = fixture("rest-input-filter-one-field.json")["response"]
@@ -120,9 +124,9 @@ class ScriptedPrefect:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
 
-    async def start(self) -> int:
+    async def start(self, port: int = 0) -> int:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: Connection(self), "127.0.0.1", 0, backlog=512)
+        self.server = await loop.create_server(lambda: Connection(self), "127.0.0.1", port, backlog=512)
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
 
@@ -174,6 +178,26 @@ class ScriptedPrefect:
         return http_response(404, b'{"detail":"Not Found"}', "Not Found")
 
 
+    # MARK: control (the standalone peer, for tests)
+
+    def control(self, method: str, path: str) -> bytes:
+        """`POST /control/pause`: emit a new pause, answer `{"run","state"}`; `POST /control/resume/{run}`: emit
+        that run's Running event. 409 while no relay is subscribed."""
+        if method != "POST":
+            return http_response(405, b'{"detail":"POST only"}', "Method Not Allowed")
+        if self.socket is None:
+            return http_response(409, b'{"detail":"no subscriber"}', "Conflict")
+        parts = path.strip("/").split("/")
+        if parts == ["control", "pause"]:
+            run = self.new_run()
+            self.emit(run.frame)
+            return http_response(200, json.dumps({"run": run.id, "state": run.state_id}).encode())
+        if len(parts) == 3 and parts[:2] == ["control", "resume"] and parts[2] in self.runs:
+            self.emit(self.runs[parts[2]].resume_frame)
+            return http_response(200, b'{}')
+        return http_response(404, b'{"detail":"Not Found"}', "Not Found")
+
+
 def _is_id(part: str) -> bool:
     return len(part) == 36 and part.count("-") == 4
 
@@ -214,7 +238,15 @@ class Connection(asyncio.Protocol):
         if headers.get("upgrade", "").lower() == "websocket":
             self._upgrade(path, headers)
             return
-        self.transport.write(self.peer.answer(method, path))
+        if path.startswith("/control/"):
+            self.transport.write(self.peer.control(method, path))
+            self.transport.close()
+            return
+        if headers.get("authorization") != self.peer.authorization and path != "/api/health":
+            # Like Prefect behind PREFECT_SERVER_API_AUTH_STRING: every REST call needs the credential.
+            self.transport.write(http_response(401, b'{"exception_message":"Unauthorized"}', "Unauthorized"))
+        else:
+            self.transport.write(self.peer.answer(method, path))
         self.peer.service.append((self.opened, time.monotonic_ns(), path))
         self.transport.close()
 
@@ -282,3 +314,17 @@ class Connection(asyncio.Protocol):
         if self.peer.socket is self:
             self.peer.socket = None
             self.peer.subscribed.clear()
+
+
+async def _serve(port: int, lifetime: float) -> None:
+    peer = ScriptedPrefect()
+    print(f"scripted prefect listening on http://127.0.0.1:{await peer.start(port)}/api", flush=True)
+    await asyncio.sleep(lifetime)  # bounded: whoever started it normally stops it much sooner
+    await peer.stop()
+
+
+if __name__ == "__main__":
+    # Standalone, for tests: `peer.py PORT [LIFETIME_S]`; drive it with POST /control/pause and /control/resume/{run}.
+    import sys
+
+    asyncio.run(_serve(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 300))

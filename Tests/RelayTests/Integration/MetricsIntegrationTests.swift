@@ -4,26 +4,43 @@ import Testing
 @testable import Relay
 @testable import RelayCore
 
-/// `GET /metrics` after a scripted pause on a real Prefect server: the relay binary announces it to two phones
-/// (one APNs accepts, one answers 410 Unregistered), the run resumes, and the exposition must parse and count
-/// exactly that.
+/// `GET /metrics` after a scripted run: the relay binary, pointed at the scripted Prefect of `make bench`
+/// (`bench/peer.py`, on its own port, so no other test's relay sees its pauses), announces one pause to two phones
+/// on a fake APNs (one accepts, one answers 410 Unregistered); the run resumes. The exposition must parse and
+/// count exactly that.
 @Suite(.serialized) struct MetricsIntegrationTests {
-    static let good = "Basic " + Base64.encode(Array(PrefectServer.authString.utf8))
+    static let good = "Basic " + Base64.encode(Array("admin:pass".utf8))
     static let live = "aa" + String(repeating: "01", count: 31)
     static let gone = "bb" + String(repeating: "02", count: 31)
 
-    @Test func exposesWhatAScriptedPauseDid() async throws {
-        let api = try await PrefectServer.shared.apiURL()
-        let prefect = TestHTTP(port: try #require(await PrefectServer.shared.port))
+    /// The scripted Prefect as a child process; Python from the project's venv (or PREFECT_BIN's).
+    func startScriptedPrefect(directory: String) throws -> (ChildProcess, TestHTTP) {
+        let env = ProcessInfoLite.environment
+        var bin = TestFiles.packageRoot + "/.venv/bin"
+        if let prefect = env["PREFECT_BIN"], let slash = prefect.lastIndex(of: "/") { bin = String(prefect[..<slash]) }
+        let python = access(bin + "/python", X_OK) == 0 ? bin + "/python" : "/usr/bin/python3"
+        let port = TestSocket.freePort()
+        let process = try ChildProcess(python, [TestFiles.packageRoot + "/bench/peer.py", String(port), "120"],
+                                       environment: env, logPath: directory + "/peer.log")
+        let http = TestHTTP(port: port)
+        try waitFor("the scripted Prefect", seconds: 15) { try http.request("GET", "/api/health", timeout: 1).status == 200 }
+        return (process, http)
+    }
+
+    @Test func exposesWhatAScriptedRunDid() async throws {
+        let directory = TestFiles.temporaryDirectory()
+        defer { TestFiles.removeTree(directory) }
+        let (peerProcess, peer) = try startScriptedPrefect(directory: directory)
+        defer { peerProcess.stop(signal: SIGKILL) }  // nothing to flush
         let apns = try FakeAPNs(name: "production")
         defer { apns.stop() }
         apns.script(Self.gone, .gone(timestampMs: 1_700_000_000_000))
         let relay = try RelayProcess(environment: [
-            "PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString,
+            "PREFECT_API_URL": "http://127.0.0.1:\(peer.port)/api", "PREFECT_API_AUTH_STRING": "admin:pass",
             "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
             "APNS_CA_FILE": APNsFixtures.path("ca.pem"), "APNS_PRODUCTION_URL": "https://127.0.0.1:\(apns.port)",
             "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(apns.port)",
-        ])
+        ], directory: directory)
         let auth = ["Authorization": Self.good]
         try waitFor("the relay to subscribe") {
             try relay.http.request("GET", "/health").json?["subscribed"] == true
@@ -35,25 +52,11 @@ import Testing
             #expect(try relay.http.request("POST", "/devices", headers: auth, body: body.encoded()).status == 200)
         }
 
-        // A run that pauses and resumes, by state changes through the REST API (no flow process needed).
-        let flow = try prefect.request("POST", "/api/flows/", headers: auth, body: #"{"name":"metrics-test"}"#)
-        let flowID = try #require(flow.json?["id"]?.string)
-        let run = try prefect.request("POST", "/api/flow_runs/", headers: auth, body: JSONValue.object([
-            "flow_id": .string(flowID), "name": "metrics-run", "state": ["type": "RUNNING", "name": "Running"],
-        ]).encoded())
-        let runID = try #require(run.json?["id"]?.string)
-        let timeout = Timestamp.format(Clock.unixNow() + 600)
-        let paused = try prefect.request("POST", "/api/flow_runs/\(runID)/set_state", headers: auth, body: JSONValue.object([
-            "state": ["type": "PAUSED", "name": "Paused",
-                      "state_details": ["pause_timeout": .string(timeout), "pause_key": "1"]],
-            "force": true,
-        ]).encoded())
-        #expect(paused.json?["status"] == "ACCEPT")
+        // One pause, announced to both phones, then the run moves on.
+        let paused = try peer.request("POST", "/control/pause", body: "")
+        let runID = try #require(paused.json?["run"]?.string)
         try waitFor("both phones' alerts") { apns.requests.count >= 2 }
-        let resumed = try prefect.request("POST", "/api/flow_runs/\(runID)/set_state", headers: auth, body: JSONValue.object([
-            "state": ["type": "RUNNING", "name": "Running"], "force": true,
-        ]).encoded())
-        #expect(resumed.json?["status"] == "ACCEPT")
+        #expect(try peer.request("POST", "/control/resume/\(runID)", body: "").status == 200)
 
         var exposition = Exposition()
         try waitFor("the pause to end in /metrics") {
@@ -75,7 +78,7 @@ import Testing
         #expect(exposition.types["prefect_push_event_to_apns_seconds"] == "histogram")
         #expect(exposition.types["prefect_push_subscribed"] == "gauge")
 
-        #expect((exposition.value("prefect_push_events_received_total") ?? 0) >= 3)  // Running, Paused, Running
+        #expect(exposition.value("prefect_push_events_received_total") == 2)  // Paused, Running
         #expect(exposition.value("prefect_push_pauses_announced_total") == 1)
         #expect(exposition.value("prefect_push_pauses_reminded_total") == 0)
         #expect(exposition.value("prefect_push_pushes_total", ["kind": "alert", "status": "200", "reason": ""]) == 1)
