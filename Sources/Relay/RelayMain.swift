@@ -106,7 +106,8 @@ public enum RelayMain {
 
         let loop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile),
+            loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile,
+                                                      clientTLS: config.prefectAPI.tls),
                                       handlers: [server, httpClient, events])
         } catch {
             fail("\(error)")

@@ -22,6 +22,9 @@ final class WebSocketsLoop: @unchecked Sendable {
     struct Settings {
         var port: Int = -1  // -1: no listener (CONTEXT_PORT_NO_LISTEN)
         var clientCAFile: String? = nil
+        /// Whether any client connection uses TLS (an https Prefect). Without it lws sets up no OpenSSL client
+        /// context, which would parse the system's whole CA bundle at start-up (~1 MB of heap, tens of ms).
+        var clientTLS = true
     }
 
     private var context: OpaquePointer?
@@ -53,7 +56,8 @@ final class WebSocketsLoop: @unchecked Sendable {
         var info = lws_context_creation_info()
         info.port = Int32(settings.port)
         info.protocols = UnsafePointer(protocols)
-        info.options = UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        info.options = UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+        if settings.clientTLS || settings.clientCAFile != nil { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
         info.timeout_secs = 10
         info.keepalive_timeout = 5
         info.max_http_header_data = 8192
