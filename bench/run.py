@@ -68,7 +68,7 @@ def rss_kb(pid: int) -> dict:
     out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
+            if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")):
                 out[line.split(":")[0]] = int(line.split()[1])
     return out
 
@@ -428,7 +428,8 @@ async def footprint(peer: ScriptedPrefect, work: str, starts: int) -> dict:
         subprocess.run(["strip", "-o", stripped, binary], check=True)
     else:
         stripped = binary
-    result = {"idle_rss_kb": idle["VmRSS"], "rss_10k_devices_kb": registered["VmRSS"],
+    result = {"idle_rss_kb": idle["VmRSS"], "idle_private_kb": idle["RssAnon"], "idle_file_kb": idle["RssFile"],
+              "rss_10k_devices_kb": registered["VmRSS"],
               "rss_after_10k_fanout_kb": after["VmRSS"], "peak_rss_kb": after["VmHWM"],
               "fanout_10k_last_ms": round((max(stamps) - sent) / 1e6, 1),
               "register_10k_seconds": round(seconds, 2), "binary_bytes": os.path.getsize(binary),
@@ -656,7 +657,8 @@ def table(results: dict) -> str:
     fp = results.get("footprint")
     if fp:
         out += ("\n\n| footprint | |\n|---|---|\n"
-                f"| idle RSS (subscribed, no devices) | {fp['idle_rss_kb'] / 1024:.1f} MiB |\n"
+                f"| idle RSS (subscribed, no devices) | {fp['idle_rss_kb'] / 1024:.1f} MiB: {fp['idle_private_kb'] / 1024:.1f} "
+                f"private, {fp['idle_file_kb'] / 1024:.1f} code and data pages of the binary and shared libraries |\n"
                 f"| RSS with 10,000 devices registered | {fp['rss_10k_devices_kb'] / 1024:.1f} MiB |\n"
                 f"| RSS after a 10,000-device fan-out ({fp['fanout_10k_last_ms']} ms to the last) | "
                 f"{fp['rss_after_10k_fanout_kb'] / 1024:.1f} MiB (peak {fp['peak_rss_kb'] / 1024:.1f}) |\n")
