@@ -84,7 +84,7 @@ struct Notifier: Sendable {
     /// reconnect, and the run read ends the pause in the watcher instead.
     private func buildProps(_ pause: PauseRecord, flowID: String?, pausedAt: Double? = nil,
                             announcing: Bool = false) async -> WaitingProps? {
-        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
+        guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
                                                    pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return nil
@@ -95,7 +95,16 @@ struct Notifier: Sendable {
                                             "now": gathered.runJSON["state"]?["name"]?.string ?? "?"])
             return nil
         }
-        let text = AlertText(context: gathered.context, readers: .live)
+        var text = await withLiveEvents(&gathered.context, runID: pause.runID)
+        if announcing && text.contextSource == .none {
+            // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
+            // §7.6). With nothing better to say, give it a moment before settling for the generic text.
+            let deadline = Clock.monotonic() + Notifier.eventGrace
+            while text.contextSource == .none && Clock.monotonic() < deadline {
+                try? await Task.sleep(for: .milliseconds(25))
+                text = await withLiveEvents(&gathered.context, runID: pause.runID)
+            }
+        }
         var run = gathered.context.run
         if run.state?.id != pause.stateID || run.state?.isPaused != true {
             // The run moved on (or lags) before we read it: describe the pause we were told about.
@@ -109,6 +118,18 @@ struct Notifier: Sendable {
         Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
                                 "context": text.contextSource.rawValue])
         return props
+    }
+
+    /// How long an announce with no context waits for a late custom event.
+    static let eventGrace = 0.25
+
+    /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
+    private func withLiveEvents(_ context: inout PauseContext, runID: String) async -> AlertText {
+        let stored = Set(context.events.compactMap(\.id))
+        for event in await relay.liveEvents(runID: runID) where event.id == nil || !stored.contains(event.id!) {
+            context.events.append(event)
+        }
+        return AlertText(context: context, readers: .live)
     }
 
     private func storedProps(_ pause: PauseRecord) async -> WaitingProps? {

@@ -42,6 +42,7 @@ struct ContextGatherer: Sendable {
         if case .success(let reply) = await events, reply.status == 200, let json = try? JSONParser.parse(reply.body) {
             eventList = RunEvent.list(prefect: json)
         }
+
         let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
         let context = PauseContext(run: run, flowName: name, inputRows: await rows, artifacts: artifactList,
                                    events: eventList)

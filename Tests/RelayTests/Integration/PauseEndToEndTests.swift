@@ -111,6 +111,38 @@ import Testing
         try e2e.resume(run, input: ["value": "ok"])
     }
 
+    @Test func customEventOnTheRunIsQuotedLive() async throws {
+        let e2e = try await EndToEnd()
+        try e2e.startRelay()
+        try e2e.registerDevice()
+        let run = try e2e.runFlow("event")
+        try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+        let alert = e2e.pushes(to: EndToEnd.deviceToken, run: run)[0]
+        #expect(alert.payload["aps"]?["alert"]?["body"]?.string?.contains("Deploy billing-api 1.4.2 to production?") == true)
+        try e2e.resume(run)
+    }
+
+    @Test func testPushRoute() async throws {
+        let e2e = try await EndToEnd()
+        let relay = try e2e.startRelay()
+        try e2e.registerDevice()
+        #expect(try relay.http.request("GET", "/health").json?["apns"] == true)
+        let reply = try relay.http.request("POST", "/devices/phone/test", headers: ["Authorization": PrefectServer.authorization])
+        #expect(reply.status == 200)
+        #expect(reply.json?["sent"] == true)
+        #expect(reply.json?["status"] == 200)
+        #expect(reply.json?["apns_id"]?.string?.isEmpty == false)
+        let received = e2e.development.requests(for: EndToEnd.deviceToken)
+        #expect(received.count == 1)
+        #expect(received.first?.headers["apns-push-type"] == "alert")
+        // A dead token: APNs says Unregistered, the relay drops the phone and says so.
+        e2e.development.script(EndToEnd.deviceToken, .reject(410, "Unregistered"))
+        let dead = try relay.http.request("POST", "/devices/phone/test", headers: ["Authorization": PrefectServer.authorization])
+        #expect(dead.json?["sent"] == false)
+        #expect(dead.json?["reason"] == "Unregistered")
+        #expect(try relay.http.request("GET", "/health").json?["devices"] == 0)
+    }
+
     @Test func suspendedRunSaysSuspended() async throws {
         let e2e = try await EndToEnd()
         try e2e.startRelay()
