@@ -122,6 +122,15 @@ import Testing
         try e2e.resume(run)
     }
 
+    @Test func refusedSocketCredentialIsPlainInTheLog() async throws {
+        let api = try await PrefectServer.shared.apiURL()
+        let relay = try RelayProcess(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": "admin:wrong"])
+        try waitUntil("the refusal is logged", timeout: 20) { relay.process.log.contains("events.auth_rejected") }
+        #expect(relay.process.log.contains("PREFECT_API_AUTH_STRING"))
+        #expect(!relay.process.log.contains("admin:wrong"))  // never the credential itself
+        #expect(try relay.http.request("GET", "/health").json?["subscribed"] == false)
+    }
+
     @Test func testPushRoute() async throws {
         let e2e = try await EndToEnd()
         let relay = try e2e.startRelay()
