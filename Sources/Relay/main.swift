@@ -27,7 +27,8 @@ func usage() -> String {
     var text = """
         prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
 
-        usage: prefect-push [--help | --version]
+        usage: prefect-push [check | --help | --version]
+          \(Check.usage)
         Configuration comes from the environment:
 
         """
@@ -47,6 +48,8 @@ case "--help", "-h", "help":
 case "--version", "-V", "version":
     print("prefect-push \(version)")
     exit(0)
+case "check":
+    exit(await Check.run(environment: environment()))
 case nil:
     break
 case let other?:
