@@ -73,8 +73,10 @@ final class APNsClient: Sendable {
             case .renewProviderToken where !renewed:
                 renewed = true
                 guard case .rejected(let rejection) = outcome, let reason = rejection.reason,
-                      let fresh = signer.renew(rejected: token, reason: reason) else { return outcome }
-                token = fresh
+                      let renewal = signer.renew(rejected: token, reason: reason) else { return outcome }
+                token = renewal.token
+                // Only the request that signed anew recycles, so a burst of 403s replaces the link once.
+                if renewal.isNew { connection(for: push.environment).recycle() }
             case .retryLater:
                 retries += 1
                 guard let delay = retry.delayMs(retry: retries, random: Double.random(in: 0..<1)) else { return outcome }

@@ -5,8 +5,9 @@ import Glibc
 extension APNsConnection {
     func run() {
         while true {
-            let (incoming, closing) = takeInbox()
+            let (incoming, closing, recycle) = takeInbox()
             for push in incoming { waiting.append(push) }
+            if recycle { link?.goingAway = true }
             if closing {
                 shutDown()
                 return

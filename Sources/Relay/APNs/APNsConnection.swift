@@ -27,6 +27,7 @@ final class APNsConnection: @unchecked Sendable {
     private struct Inbox {
         var pushes: [PendingPush] = []
         var closing = false
+        var recycle = false
         var thread: pthread_t?
     }
 
@@ -52,6 +53,9 @@ final class APNsConnection: @unchecked Sendable {
         self.tls = tls
         self.options = options
         wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
+        // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
+        signal(SIGPIPE, SIG_IGN)
     }
 
     deinit { Glibc.close(wakeFD) }
@@ -84,11 +88,22 @@ final class APNsConnection: @unchecked Sendable {
         pthread_join(thread, nil)
     }
 
+    /// Stops opening streams on the current link and moves new ones to a fresh link; streams in flight
+    /// finish where they are. For provider-token errors, after which APNs may "wedge" a connection
+    /// (apns.md §6.2). Safe from any thread.
+    func recycle() {
+        inbox.withLock { $0.recycle = true }
+        wake()
+    }
+
     /// Takes what other threads queued. Loop thread only.
-    func takeInbox() -> (pushes: [PendingPush], closing: Bool) {
+    func takeInbox() -> (pushes: [PendingPush], closing: Bool, recycle: Bool) {
         inbox.withLock { inbox in
-            defer { inbox.pushes.removeAll() }
-            return (inbox.pushes, inbox.closing)
+            defer {
+                inbox.pushes.removeAll()
+                inbox.recycle = false
+            }
+            return (inbox.pushes, inbox.closing, inbox.recycle)
         }
     }
 

@@ -42,16 +42,17 @@ final class JWTSigner: Sendable {
     }
 
     /// After APNs rejected `rejected` with `reason`: a token worth retrying with, or nil when the policy
-    /// forbids signing again so soon. If another request already replaced that token, the newer one is returned.
-    func renew(rejected: String, reason: APNsReason) -> String? {
-        current.withLock { (current: inout Current?) -> String? in
+    /// forbids signing again so soon. If another request already replaced that token, the newer one is
+    /// returned with `isNew` false.
+    func renew(rejected: String, reason: APNsReason) -> (token: String, isNew: Bool)? {
+        current.withLock { (current: inout Current?) -> (token: String, isNew: Bool)? in
             let time = now()
-            if let existing = current, existing.token != rejected { return existing.token }
+            if let existing = current, existing.token != rejected { return (existing.token, false) }
             guard let existing = current, policy.mayReplace(issuedAt: existing.issuedAt, after: reason, now: time)
             else { return nil }
             guard let fresh = try? sign(at: time) else { return nil }
             current = fresh
-            return fresh.token
+            return (fresh.token, true)
         }
     }
 

@@ -88,10 +88,12 @@ import Testing
         // Within 20 minutes only ExpiredProviderToken may force a new one.
         clock.store(1_000_000 + 10 * 60, ordering: .relaxed)
         #expect(signer.renew(rejected: first, reason: .invalidProviderToken) == nil)
-        let renewed = try #require(signer.renew(rejected: first, reason: .expiredProviderToken))
-        #expect(renewed != first)
+        let renewal = try #require(signer.renew(rejected: first, reason: .expiredProviderToken))
+        let renewed = renewal.token
+        #expect(renewed != first && renewal.isNew)
         // A second request rejected with the old token gets the new one, without another signature.
-        #expect(signer.renew(rejected: first, reason: .expiredProviderToken) == renewed)
+        let again = try #require(signer.renew(rejected: first, reason: .expiredProviderToken))
+        #expect(again.token == renewed && !again.isNew)
         clock.store(1_000_000 + 10 * 60 + 50 * 60, ordering: .relaxed)
         #expect(try signer.token() != renewed)
     }

@@ -31,6 +31,10 @@ final class FakeAPNs: @unchecked Sendable {
         var path: String
         var headers: [String: String]
         var body: String
+        /// Streams open on this connection when the request completed (itself included).
+        var openStreams: Int
+        /// Monotonic ms when the request completed.
+        var arrivedAt: Int64 = monotonicMs()
         var token: String { String(path.split(separator: "/").last ?? "") }
         var authorization: String? { headers["authorization"] }
     }
@@ -79,6 +83,17 @@ final class FakeAPNs: @unchecked Sendable {
         ledger.state.withLock { $0.goAwayAfterStreams = count }
     }
 
+    /// Stops reading and writing every connection open now, as a peer that silently died: PINGs go unanswered.
+    func freezeConnections() {
+        ledger.state.withLock { $0.frozenUpTo = $0.connections }
+    }
+
+    /// Closes every connection open now without GOAWAY, as a peer that hung up.
+    func dropConnections() {
+        ledger.state.withLock { $0.dropRequested = true }
+        server.wake()
+    }
+
     // MARK: - Reading what happened
 
     var requests: [Request] { ledger.state.withLock { $0.requests } }
@@ -92,6 +107,10 @@ final class FakeAPNsLedger: Sendable {
         var scripts: [String: [FakeAPNs.Answer]] = [:]
         var requests: [FakeAPNs.Request] = []
         var goAwayAfterStreams: Int?
+        /// Connections with an id up to this one are neither read nor written (a silently dead peer).
+        var frozenUpTo = 0
+        /// Close every open connection at the next loop turn (a peer that hangs up).
+        var dropRequested = false
         var connections = 0
         var stopping = false
         var nextID = 0
@@ -130,6 +149,15 @@ final class FakeAPNsLedger: Sendable {
     }
 
     var goAwayAfterStreams: Int? { state.withLock { $0.goAwayAfterStreams } }
+    var frozenUpTo: Int { state.withLock { $0.frozenUpTo } }
+
+    /// Whether a drop was requested since the last call.
+    func takeDropRequest() -> Bool {
+        state.withLock { state in
+            defer { state.dropRequested = false }
+            return state.dropRequested
+        }
+    }
     var isStopping: Bool { state.withLock { $0.stopping } }
 }
 

@@ -89,7 +89,7 @@ final class FakeAPNsConnection {
         if let last = goAwayLastStream, streamID > last { return }
         let request = FakeAPNs.Request(connection: id, stream: streamID, method: stream.headers[":method"] ?? "",
                                        path: stream.headers[":path"] ?? "", headers: stream.headers,
-                                       body: String(decoding: stream.body, as: UTF8.self))
+                                       body: String(decoding: stream.body, as: UTF8.self), openStreams: streams.count)
         server.ledger.record(request)
         let answer: FakeAPNs.Answer = server.isValid(authorization: request.authorization)
             ? server.ledger.nextAnswer(for: request.token) : .reject(403, "InvalidProviderToken")

@@ -24,6 +24,7 @@ final class FakeAPNsServer: @unchecked Sendable {
     init(ledger: FakeAPNsLedger, maxConcurrentStreams: UInt32) throws {
         self.ledger = ledger
         self.maxConcurrentStreams = maxConcurrentStreams
+        signal(SIGPIPE, SIG_IGN)  // a client hanging up must give EPIPE, not kill the test process
         listenFD = try IOError.check("socket") { socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0) }
         var one: Int32 = 1
         setsockopt(listenFD, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -83,9 +84,12 @@ final class FakeAPNsServer: @unchecked Sendable {
 
     func run() {
         while !ledger.isStopping {
+            if ledger.takeDropRequest() { connections.removeAll() }
+            let frozen = ledger.frozenUpTo
+            let live = connections.filter { $0.id > frozen }
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
-            for connection in connections {
+            for connection in live {
                 let write = connection.wantsWrite ? Int16(POLLOUT) : 0
                 fds.append(pollfd(fd: connection.socket.fd, events: Int16(POLLIN) | write, revents: 0))
             }
@@ -97,9 +101,11 @@ final class FakeAPNsServer: @unchecked Sendable {
                 _ = read(wakeFD, &count, 8)
             }
             if fds[1].revents != 0 { acceptAll() }
-            for connection in connections { connection.service() }
+            // Re-read after poll(): a freeze asked for while we slept applies before any byte is read.
+            let stillLive = connections.filter { $0.id > ledger.frozenUpTo }
+            for connection in stillLive { connection.service() }
             fireDelayed(now: monotonicMs())
-            for connection in connections { connection.transmit() }
+            for connection in stillLive { connection.transmit() }
             connections.removeAll { $0.isClosed }
         }
         delayed.removeAll()
@@ -124,7 +130,7 @@ final class FakeAPNsServer: @unchecked Sendable {
     private func fireDelayed(now: Int64) {
         let due = delayed.filter { $0.due <= now }
         delayed.removeAll { $0.due <= now }
-        for item in due where !item.connection.isClosed {
+        for item in due where !item.connection.isClosed && item.connection.id > ledger.frozenUpTo {
             item.connection.respond(item.stream, item.answer)
         }
     }
