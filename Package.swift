@@ -2,11 +2,12 @@
 import PackageDescription
 
 // C libraries come from Debian's -dev packages; each gets a system-library target with a modulemap.
-// RelayCore is the pure core (no C imports) so it tests without sockets; Relay holds the C edges and main.
+// RelayCore is the pure core (no C imports) so it tests without sockets; Relay holds the C edges and the wiring;
+// the prefect-push executable is one call into Relay.
 let package = Package(
     name: "prefect-push",
     products: [
-        .executable(name: "prefect-push", targets: ["Relay"]),
+        .executable(name: "prefect-push", targets: ["prefect-push"]),
     ],
     targets: [
         .systemLibrary(name: "CWebSockets", pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
@@ -21,14 +22,22 @@ let package = Package(
             cSettings: [.define("_GNU_SOURCE")]
         ),
         .target(name: "RelayCore", swiftSettings: [.swiftLanguageMode(.v6)], linkerSettings: [.linkedLibrary("m")]),
-        .executableTarget(
+        .target(
             name: "Relay",
             dependencies: ["RelayCore", "CShims", "CWebSockets", "CNGHTTP2", "COpenSSL", "CSQLite", "CJansson", "CCmark"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        .executableTarget(name: "prefect-push", dependencies: ["Relay"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        // A stand-in for APNs (HTTP/2 over TLS on 127.0.0.1) for the tests, the demo and the benchmark; never shipped.
+        .target(
+            name: "FakeAPNs",
+            dependencies: ["Relay", "RelayCore", "CShims", "CNGHTTP2", "COpenSSL"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(name: "fake-apns", dependencies: ["FakeAPNs", "RelayCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "RelayTests",
-            dependencies: ["Relay", "RelayCore", "CShims", "CNGHTTP2", "COpenSSL", "CSQLite", "CJansson"],
+            dependencies: ["Relay", "RelayCore", "FakeAPNs", "CShims", "CNGHTTP2", "COpenSSL", "CSQLite", "CJansson"],
             resources: [.copy("Fixtures")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

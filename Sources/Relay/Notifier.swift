@@ -19,12 +19,13 @@ struct Notifier: Sendable {
         case .event(let event): event.flowID
         case .run(let run): run.flowID
         }
-        guard let props = await buildProps(pause, flowID: flowID) else { return }
+        guard let props = await buildProps(pause, flowID: flowID, announcing: true) else { return }
         guard let apns else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return
         }
         let devices = await relay.devices()
+        await relay.countAnnounced()
         let stamp = Int64(now())
         let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
         var items: [(push: Push, device: Device)] = []
@@ -79,12 +80,20 @@ struct Notifier: Sendable {
     // MARK: - Props
 
     /// Reads the run's context and builds the pause's props once; stores them for the reminder and the end.
-    private func buildProps(_ pause: PauseRecord, flowID: String?) async -> WaitingProps? {
-        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID, flowID: flowID) else {
+    /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
+    /// reconnect, and the run read ends the pause in the watcher instead.
+    private func buildProps(_ pause: PauseRecord, flowID: String?, announcing: Bool = false) async -> WaitingProps? {
+        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID, pausedAt: pause.pausedAt,
+                                                   flowID: flowID) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return nil
         }
         await relay.learned(runJSON: gathered.runJSON)
+        if announcing && gathered.movedOn {
+            Log.info("pause.already_over", ["run": pause.runID, "state": pause.stateID,
+                                            "now": gathered.runJSON["state"]?["name"]?.string ?? "?"])
+            return nil
+        }
         let text = AlertText(context: gathered.context, readers: .live)
         var run = gathered.context.run
         if run.state?.id != pause.stateID || run.state?.isPaused != true {

@@ -2,6 +2,8 @@ import RelayCore
 
 /// What the notifier needs from the store, and the store effects of APNs' answers. One actor hop each.
 extension Relay {
+    func countAnnounced() { metrics.announced += 1 }
+
     func devices() -> [Device] {
         do { return try store.allDevices() } catch {
             Log.error("store.failed", ["action": "devices", "error": "\(error)"])

@@ -81,8 +81,7 @@ extension Relay {
                     if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
                 case .announce(let pause, let origin):
                     guard !skipped.contains(pause.stateID) else { continue }
-                    metrics.announced += 1
-                    Log.info("pause.announce", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
+                    Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
                     background { notifier in await notifier.announce(pause, origin, receivedAt: receivedAt) }
                 case .remind(let pause, let minutes):
                     guard !skipped.contains(pause.stateID) else { continue }

@@ -1,27 +1,44 @@
 import Glibc
 
-/// SIGTERM / SIGINT, taken synchronously with sigwait on a thread of their own (never a pool thread).
-enum Signals {
-    static let handled: [Int32] = [SIGTERM, SIGINT]
+/// Written once by `Signals.install()` before any handler can run; the handler only reads it. A plain global
+/// because a signal handler can capture nothing.
+nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
 
-    /// Blocks the signals for this thread and every thread started after it; call before starting any.
-    static func block() {
-        var set = signalSet()
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        signal(SIGPIPE, SIG_IGN)
+/// SIGTERM / SIGINT turned into a byte on a pipe (the self-pipe trick), read by a thread of its own. Whatever
+/// thread the kernel picks to take the signal (the runtime's pool threads mask most signals, the main thread
+/// doesn't), the handler only does an async-signal-safe write(2).
+enum Signals {
+    nonisolated(unsafe) private static var readEnd: Int32 = -1  // set once in install(), before any reader
+
+    /// Installs the handlers; call first thing at start-up.
+    static func install() {
+        var fds: [Int32] = [-1, -1]
+        precondition(pipe(&fds) == 0, "pipe failed: \(errno)")
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        readEnd = fds[0]
+        signalPipeWrite = fds[1]
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { signal in
+            var byte = UInt8(truncatingIfNeeded: signal)
+            _ = write(signalPipeWrite, &byte, 1)
+        }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = SA_RESTART
+        sigaction(SIGTERM, &action, nil)
+        sigaction(SIGINT, &action, nil)
+        signal(SIGPIPE, SIG_IGN)  // a peer hanging up must give EPIPE, not end the relay
     }
 
-    /// Waits for one of the signals and returns it.
+    /// Waits for SIGTERM or SIGINT and returns which.
     static func next() async -> Int32 {
         await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             let box = Unmanaged.passRetained(Box(continuation))  // owned by the thread
             var thread = pthread_t()
             let rc = pthread_create(&thread, nil, { raw in
                 let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                var set = Signals.signalSet()
-                var received: Int32 = 0
-                sigwait(&set, &received)
-                box.continuation.resume(returning: received)
+                var byte: UInt8 = 0
+                while read(Signals.readEnd, &byte, 1) < 0 && errno == EINTR {}
+                box.continuation.resume(returning: Int32(byte))
                 return nil
             }, box.toOpaque())
             precondition(rc == 0, "pthread_create failed: \(rc)")
@@ -32,12 +49,5 @@ enum Signals {
     private final class Box {
         let continuation: CheckedContinuation<Int32, Never>
         init(_ continuation: CheckedContinuation<Int32, Never>) { self.continuation = continuation }
-    }
-
-    static func signalSet() -> sigset_t {
-        var set = sigset_t()
-        sigemptyset(&set)
-        for signal in handled { sigaddset(&set, signal) }
-        return set
     }
 }

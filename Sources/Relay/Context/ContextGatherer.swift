@@ -10,10 +10,13 @@ struct ContextGatherer: Sendable {
     struct Gathered: Sendable {
         var context: PauseContext
         var runJSON: JSONValue
+        /// The run has already left this pause (a reconnect's backfill can replay a pause that is over).
+        var movedOn: Bool
     }
 
     /// Nil when the run can't be read at all (Prefect down, run deleted): the caller logs and gives up.
-    func gather(runID: String, stateID: String, flowID: String?) async -> Gathered? {
+    /// `pausedAt` is the pause's state timestamp (unix seconds), to tell a run that lags from one that moved on.
+    func gather(runID: String, stateID: String, pausedAt: Int64, flowID: String?) async -> Gathered? {
         async let artifacts = prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
         ])
@@ -26,7 +29,7 @@ struct ContextGatherer: Sendable {
             "limit": 50,
         ])
         async let eventFlow = flowName(flowID)
-        guard let runJSON = await currentRun(runID: runID, stateID: stateID),
+        guard let (runJSON, movedOn) = await currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt),
               let run = RunDetails(prefect: runJSON) else {
             return nil
         }
@@ -41,23 +44,24 @@ struct ContextGatherer: Sendable {
         let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
         let context = PauseContext(run: run, flowName: name, inputRows: await rows, artifacts: artifactList,
                                    events: eventList)
-        return Gathered(context: context, runJSON: runJSON)
+        return Gathered(context: context, runJSON: runJSON, movedOn: movedOn)
     }
 
-    /// `GET /flow_runs/{id}`, re-read (bounded, ~1.5 s in all) while it still shows the state before the pause.
-    private func currentRun(runID: String, stateID: String) async -> JSONValue? {
+    /// `GET /flow_runs/{id}`, re-read (bounded, ~1.5 s in all) while it still shows a state from before the pause
+    /// (the run can lag its own event). Returns the run and whether it has already moved past the pause: another
+    /// PAUSED state, or any state stamped in a later second.
+    private func currentRun(runID: String, stateID: String, pausedAt: Int64) async -> (JSONValue, Bool)? {
         var last: JSONValue?
         for attempt in 0..<6 {
             if attempt > 0 { try? await Task.sleep(for: .milliseconds(50 * (1 << attempt))) }
             guard case .found(let json) = await prefect.flowRun(id: runID) else { continue }
             last = json
-            // Caught up: it shows our pause, or it has already moved past it (a newer PAUSED or a later state).
-            let current = json["state"]?["id"]?.string
-            if current == stateID || json["state"]?["type"]?.string != "RUNNING" && json["state"]?["type"]?.string != "PENDING" {
-                return json
-            }
+            let state = json["state"]
+            if state?["id"]?.string == stateID { return (json, false) }
+            let stamped = Timestamp.unixSeconds(state?["timestamp"]?.string) ?? 0
+            if state?["type"]?.string == "PAUSED" || stamped > pausedAt { return (json, true) }
         }
-        return last
+        return last.map { ($0, false) }
     }
 
     private func flowName(_ flowID: String?) async -> String? {

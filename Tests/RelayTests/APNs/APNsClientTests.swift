@@ -1,6 +1,7 @@
 @testable import RelayCore
 import Testing
 @testable import Relay
+@testable import FakeAPNs
 
 /// The client against two real fake APNs servers over TLS + HTTP/2 on loopback.
 @Suite struct APNsClientTests {

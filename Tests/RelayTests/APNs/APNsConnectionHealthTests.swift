@@ -1,5 +1,6 @@
 import Testing
 @testable import Relay
+@testable import FakeAPNs
 @testable import RelayCore
 
 /// Dead connections are noticed and replaced; what was in flight is reported, never silently resent.

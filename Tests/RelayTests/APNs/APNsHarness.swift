@@ -1,5 +1,6 @@
 @testable import RelayCore
 @testable import Relay
+@testable import FakeAPNs
 
 /// Two fake APNs hosts (production, development) and a client pointed at them through the test CA.
 struct APNsHarness {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Relay
+@testable import FakeAPNs
 @testable import RelayCore
 
 @Suite struct APNsOutcomeTests {

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 @testable import Relay
+@testable import FakeAPNs
 @testable import RelayCore
 
 @Suite struct ProviderTokenTests {

@@ -49,33 +49,33 @@ enum ContextFixtures {
 
     /// `fixture-one-field`: `Approval(comment: str)` with a markdown description.
     static func oneField() -> PauseContext {
-        PauseContext(run: FlowRun(prefect: response("rest-flow-run-paused-with-input"))!,
+        PauseContext(run: RunDetails(prefect: response("rest-flow-run-paused-with-input"))!,
                      flowName: "fixture-one-field",
                      inputRows: InputRow.list(prefect: response("rest-input-filter-one-field")))
     }
 
     /// `fixture-str`: `wait_for_input=str`, no description row.
     static func str() -> PauseContext {
-        PauseContext(run: FlowRun(prefect: response("rest-flow-run-paused-with-input"))!, flowName: "fixture-str",
+        PauseContext(run: RunDetails(prefect: response("rest-flow-run-paused-with-input"))!, flowName: "fixture-str",
                      inputRows: InputRow.list(prefect: response("rest-input-filter-str")))
     }
 
     /// `fixture-multi-field`: `Review(approved, reason, priority, environment)` with a bold-led description.
     static func multiField() -> PauseContext {
-        PauseContext(run: FlowRun(prefect: response("rest-flow-run-paused-with-input"))!,
+        PauseContext(run: RunDetails(prefect: response("rest-flow-run-paused-with-input"))!,
                      flowName: "fixture-multi-field",
                      inputRows: InputRow.list(prefect: response("rest-input-filter-multi-field")))
     }
 
     /// `fixture-plain`: no input, nothing else.
     static func plain() -> PauseContext {
-        PauseContext(run: FlowRun(prefect: response("rest-flow-run-paused-no-input"))!,
+        PauseContext(run: RunDetails(prefect: response("rest-flow-run-paused-no-input"))!,
                      flowName: response("rest-flow")["name"]?.string)
     }
 
     /// `fixture-artifact`: an `approval-request` markdown artifact, then a plain pause.
     static func artifact() -> PauseContext {
-        var run = FlowRun(prefect: response("rest-flow-run-paused-no-input"))!
+        var run = RunDetails(prefect: response("rest-flow-run-paused-no-input"))!
         run.id = "f2409808-7a67-4100-8a2e-80c49e0e6815"
         return PauseContext(run: run, flowName: "fixture-artifact",
                             artifacts: RunArtifact.list(prefect: response("rest-artifacts-filter")))
@@ -87,7 +87,7 @@ enum ContextFixtures {
         let events = RunEvent.list(prefect: response("rest-events-filter-page1"))
             + RunEvent.list(prefect: response("rest-events-filter-page2"))
         let paused = events.first { $0.name == "prefect.flow-run.Paused" }!
-        let run = FlowRun(id: "8c848c8b-7db3-4f2d-b242-c89c17d44b0f", name: "adorable-jerboa",
+        let run = RunDetails(id: "8c848c8b-7db3-4f2d-b242-c89c17d44b0f", name: "adorable-jerboa",
                           state: RunState(id: paused.id!, type: "PAUSED", name: "Paused",
                                           timestamp: paused.occurred, pauseTimeout: "2026-11-29T22:15:56.516000Z"))
         return PauseContext(run: run, flowName: "fixture-custom-event", events: events)
@@ -95,7 +95,7 @@ enum ContextFixtures {
 
     /// `fixture-suspend` run from a deployment: Suspended, `wait_for_input=str`, no timeout.
     static func suspended() -> PauseContext {
-        PauseContext(run: FlowRun(prefect: response("rest-flow-run-suspended"))!, flowName: "fixture-suspend",
+        PauseContext(run: RunDetails(prefect: response("rest-flow-run-suspended"))!, flowName: "fixture-suspend",
                      inputRows: InputRow.list(prefect: response("rest-input-filter-suspended")))
     }
 

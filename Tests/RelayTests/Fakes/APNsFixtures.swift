@@ -31,3 +31,19 @@ enum APNsFixtures {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+import FakeAPNs
+
+extension FakeAPNs.Identity {
+    /// The test CA's server certificate and the test provider key.
+    static var test: FakeAPNs.Identity {
+        FakeAPNs.Identity(certificateChainPath: APNsFixtures.path("server.pem"), privateKeyPath: APNsFixtures.path("server.key"),
+                          jwtPublicKeyPath: APNsFixtures.publicKeyPath, keyID: APNsFixtures.keyID, teamID: APNsFixtures.teamID)
+    }
+}
+
+extension FakeAPNs {
+    convenience init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000) throws {
+        try self.init(name: name, maxConcurrentStreams: maxConcurrentStreams, identity: .test)
+    }
+}

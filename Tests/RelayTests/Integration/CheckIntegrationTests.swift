@@ -2,6 +2,7 @@ import Glibc
 import Testing
 @testable import Relay
 @testable import RelayCore
+@testable import FakeAPNs
 
 /// `prefect-push check` (the real binary) against a real Prefect server (basic auth `admin:pass`) and two fake APNs
 /// hosts trusted through the test CA. Everything is on 127.0.0.1; the development host is named `localhost` so the

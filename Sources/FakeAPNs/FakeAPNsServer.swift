@@ -1,7 +1,7 @@
 import COpenSSL
 import CShims
 import Glibc
-@testable import Relay
+import Relay
 
 /// The fake's loop: listening socket, eventfd, server `SSL_CTX` and the live connections, all driven by one
 /// `poll()` thread. Owns its C handles and frees them in reverse creation order.
@@ -15,13 +15,17 @@ final class FakeAPNsServer: @unchecked Sendable {
     private let listenFD: Int32
     private let wakeFD: Int32
     private let sslContext: OpaquePointer
-    private let verifier = JWTVerifier(publicKeyPath: APNsFixtures.publicKeyPath)
+    private let verifier: JWTVerifier
+    private let identity: FakeAPNs.Identity
     private var checkedTokens: [String: Bool] = [:]
     private var connections: [FakeAPNsConnection] = []
     /// Answers scripted as `.slow`, due at a monotonic time.
     var delayed: [(due: Int64, connection: FakeAPNsConnection, stream: Int32, answer: FakeAPNs.Answer)] = []
 
-    init(ledger: FakeAPNsLedger, maxConcurrentStreams: UInt32) throws {
+    init(ledger: FakeAPNsLedger, maxConcurrentStreams: UInt32, identity: FakeAPNs.Identity,
+         port requestedPort: Int = 0) throws {
+        self.identity = identity
+        verifier = JWTVerifier(publicKeyPath: identity.jwtPublicKeyPath)
         self.ledger = ledger
         self.maxConcurrentStreams = maxConcurrentStreams
         signal(SIGPIPE, SIG_IGN)  // a client hanging up must give EPIPE, not kill the test process
@@ -31,7 +35,7 @@ final class FakeAPNsServer: @unchecked Sendable {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
+        address.sin_port = in_port_t(UInt16(requestedPort).bigEndian)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let fd = listenFD
         try withUnsafeMutablePointer(to: &address) { pointer in
@@ -45,8 +49,8 @@ final class FakeAPNsServer: @unchecked Sendable {
         wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw TLSError("SSL_CTX_new") }
         sslContext = context
-        try TLSError.check(SSL_CTX_use_certificate_chain_file(context, APNsFixtures.path("server.pem")), "use_certificate")
-        try TLSError.check(SSL_CTX_use_PrivateKey_file(context, APNsFixtures.path("server.key"), SSL_FILETYPE_PEM), "use_PrivateKey")
+        try TLSError.check(SSL_CTX_use_certificate_chain_file(context, identity.certificateChainPath), "use_certificate")
+        try TLSError.check(SSL_CTX_use_PrivateKey_file(context, identity.privateKeyPath, SSL_FILETYPE_PEM), "use_PrivateKey")
         SSL_CTX_set_alpn_select_cb(context, fakeSelectH2, nil)
         let mode = Int(SSL_MODE_ENABLE_PARTIAL_WRITE) | Int(SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER)
         _ = SSL_CTX_ctrl(context, SSL_CTRL_MODE, mode, nil)
@@ -71,8 +75,8 @@ final class FakeAPNsServer: @unchecked Sendable {
         if let known = checkedTokens[token] { return known }
         var valid = false
         if let parsed = verifier.verify(token) {
-            valid = parsed.header["alg"]?.string == "ES256" && parsed.header["kid"]?.string == APNsFixtures.keyID
-                && parsed.claims["iss"]?.string == APNsFixtures.teamID && parsed.claims["iat"].map { value in
+            valid = parsed.header["alg"]?.string == "ES256" && parsed.header["kid"]?.string == identity.keyID
+                && parsed.claims["iss"]?.string == identity.teamID && parsed.claims["iat"].map { value in
                     if case .int = value { return true } else { return false }
                 } == true
         }

@@ -1,7 +1,7 @@
 import CNGHTTP2
 import Glibc
 import RelayCore
-@testable import Relay
+import Relay
 
 /// One accepted TCP connection of the fake: TLS socket plus an nghttp2 server session (created once the
 /// handshake is done). Loop-thread only. The session's `user_data` is `self`, borrowed (deleted in deinit).

@@ -1,7 +1,7 @@
 import COpenSSL
 import CShims
 import RelayCore
-@testable import Relay
+import Relay
 
 /// Checks ES256 provider tokens against a public key, the way APNs would. Owns one `EVP_PKEY`.
 ///

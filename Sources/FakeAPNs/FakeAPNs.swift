@@ -1,7 +1,7 @@
 import Glibc
 import RelayCore
 import Synchronization
-@testable import Relay
+import Relay
 
 /// A real APNs stand-in: HTTP/2 over TLS on 127.0.0.1, port 0, built on nghttp2's server API and OpenSSL
 /// with the test CA's certificate. It records every request, checks the provider token's signature against
@@ -10,9 +10,9 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: tests call the public methods from any task; they touch only `state` (a Mutex)
 /// and the eventfd. The loop thread owns everything in `FakeAPNsServer`.
-final class FakeAPNs: @unchecked Sendable {
+public final class FakeAPNs: @unchecked Sendable {
     /// How to answer one request.
-    indirect enum Answer: Sendable, Equatable {
+    public indirect enum Answer: Sendable, Equatable {
         case accept
         case reject(Int, String)
         /// 410 Unregistered with a timestamp (ms).
@@ -24,32 +24,51 @@ final class FakeAPNs: @unchecked Sendable {
     }
 
     /// One request as received.
-    struct Request: Sendable {
-        var connection: Int
-        var stream: Int32
-        var method: String
-        var path: String
-        var headers: [String: String]
-        var body: String
+    public struct Request: Sendable {
+        public var connection: Int
+        public var stream: Int32
+        public var method: String
+        public var path: String
+        public var headers: [String: String]
+        public var body: String
         /// Streams open on this connection when the request completed (itself included).
-        var openStreams: Int
+        public var openStreams: Int
         /// Monotonic ms when the request completed.
-        var arrivedAt: Int64 = monotonicMs()
-        var token: String { String(path.split(separator: "/").last ?? "") }
-        var authorization: String? { headers["authorization"] }
+        public var arrivedAt: Int64 = monotonicMs()
+        public var token: String { String(path.split(separator: "/").last ?? "") }
+        public var authorization: String? { headers["authorization"] }
     }
 
-    let name: String
-    let port: Int
+    public let name: String
+    public let port: Int
     let ledger = FakeAPNsLedger()
     private let server: FakeAPNsServer
     private var thread = pthread_t()
 
+    /// Who the fake is: its TLS certificate and key, and the provider key it accepts tokens from.
+    public struct Identity: Sendable {
+        public var certificateChainPath: String
+        public var privateKeyPath: String
+        public var jwtPublicKeyPath: String
+        public var keyID: String
+        public var teamID: String
+
+        public init(certificateChainPath: String, privateKeyPath: String, jwtPublicKeyPath: String, keyID: String,
+                    teamID: String) {
+            self.certificateChainPath = certificateChainPath
+            self.privateKeyPath = privateKeyPath
+            self.jwtPublicKeyPath = jwtPublicKeyPath
+            self.keyID = keyID
+            self.teamID = teamID
+        }
+    }
+
     /// Starts listening right away. `maxConcurrentStreams` is what SETTINGS announces.
-    init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000) throws {
+    public init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000, identity: Identity, port: Int = 0) throws {
         self.name = name
-        server = try FakeAPNsServer(ledger: ledger, maxConcurrentStreams: maxConcurrentStreams)
-        port = server.port
+        server = try FakeAPNsServer(ledger: ledger, maxConcurrentStreams: maxConcurrentStreams, identity: identity,
+                                    port: port)
+        self.port = server.port
         let retained = Unmanaged.passRetained(server)
         guard pthread_create(&thread, nil, fakeAPNsMain, retained.toOpaque()) == 0 else {
             retained.release()
@@ -60,7 +79,7 @@ final class FakeAPNs: @unchecked Sendable {
     deinit { stop() }
 
     /// Stops the loop and closes every connection. Idempotent.
-    func stop() {
+    public func stop() {
         let first = ledger.state.withLock { state -> Bool in
             defer { state.stopping = true }
             return !state.stopping
@@ -73,32 +92,32 @@ final class FakeAPNs: @unchecked Sendable {
     // MARK: - Scripting
 
     /// Answers for `token`, used in order; the last one repeats.
-    func script(_ token: String, _ answers: Answer...) {
+    public func script(_ token: String, _ answers: Answer...) {
         ledger.state.withLock { $0.scripts[token.lowercased()] = answers }
     }
 
     /// On every connection, answer this many streams, then send GOAWAY with that last stream id and leave
     /// later streams unprocessed (the client must resend them on a fresh connection).
-    func goAway(afterStreams count: Int?) {
+    public func goAway(afterStreams count: Int?) {
         ledger.state.withLock { $0.goAwayAfterStreams = count }
     }
 
     /// Stops reading and writing every connection open now, as a peer that silently died: PINGs go unanswered.
-    func freezeConnections() {
+    public func freezeConnections() {
         ledger.state.withLock { $0.frozenUpTo = $0.connections }
     }
 
     /// Closes every connection open now without GOAWAY, as a peer that hung up.
-    func dropConnections() {
+    public func dropConnections() {
         ledger.state.withLock { $0.dropRequested = true }
         server.wake()
     }
 
     // MARK: - Reading what happened
 
-    var requests: [Request] { ledger.state.withLock { $0.requests } }
-    var connectionCount: Int { ledger.state.withLock { $0.connections } }
-    func requests(for token: String) -> [Request] { requests.filter { $0.token == token.lowercased() } }
+    public var requests: [Request] { ledger.state.withLock { $0.requests } }
+    public var connectionCount: Int { ledger.state.withLock { $0.connections } }
+    public func requests(for token: String) -> [Request] { requests.filter { $0.token == token.lowercased() } }
 }
 
 /// What the fake was told and what it saw, shared by the test's thread and the loop thread.

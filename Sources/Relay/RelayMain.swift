@@ -1,0 +1,154 @@
+import Glibc
+import RelayCore
+
+/// The relay's start-up and shutdown, wiring only: config → store → APNs → loop (HTTP API, Prefect client,
+/// events socket) → wait for a signal → finish in-flight pushes → close. The `prefect-push` executable calls
+/// `RelayMain.run()`; everything else in the module stays internal.
+public enum RelayMain {
+    public static let version = "0.1.0"
+
+    static func environment() -> [String: String] {
+        var env: [String: String] = [:]
+        var cursor = environ
+        while let entry = cursor.pointee {
+            let text = String(cString: entry)
+            if let eq = text.firstIndex(of: "=") {
+                env[String(text[..<eq])] = String(text[text.index(after: eq)...])
+            }
+            cursor += 1
+        }
+        return env
+    }
+
+    static func fail(_ message: String) -> Never {
+        Log.error("startup.failed", ["error": message])
+        exit(2)
+    }
+
+    static func usage() -> String {
+        var text = """
+            prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
+
+            usage: prefect-push [check | --help | --version]
+              \(Check.usage)
+            Configuration comes from the environment:
+
+            """
+        let width = Config.variables.map(\.name.count).max() ?? 0
+        for variable in Config.variables {
+            let pad = String(repeating: " ", count: width - variable.name.count + 2)
+            text += "  \(variable.name)\(pad)\(variable.meaning) (default: \(variable.defaultValue))\n"
+        }
+        return text
+    }
+
+
+    /// Routes SIGTERM/SIGINT to the relay's orderly shutdown; call first.
+    public static func installSignalHandlers() { Signals.install() }
+
+    public static func run() async -> Never {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        switch arguments.first {
+        case "--help", "-h", "help":
+            print(usage(), terminator: "")
+            exit(0)
+        case "--version", "-V", "version":
+            print("prefect-push \(version)")
+            exit(0)
+        case "check":
+            exit(await Check.run(environment: environment()))
+        case nil:
+            break
+        case let other?:
+            FileHandleStderr.write("unknown argument \(other); see prefect-push --help\n")
+            exit(2)
+        }
+
+        let config: Config
+        do {
+            config = try Config(environment: environment())
+        } catch {
+            fail(error.description)
+        }
+        Log.setLevel(config.logLevel)
+
+
+        let store: Store
+        do {
+            store = try Store(path: config.dbPath)
+        } catch {
+            fail("DB_PATH: \(error)")
+        }
+
+        let apns: APNsClient?
+        do {
+            apns = try APNsClient.make(config: config)
+        } catch {
+            fail("\(error)")
+        }
+
+        let httpClient = HTTPClient()
+        let prefect = PrefectClient(config: config, http: httpClient)
+        let relay: Relay
+        do {
+            relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil)
+        } catch {
+            fail("DB_PATH: \(error)")
+        }
+        await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
+                                    uiRoot: config.prefectUI, topic: config.apnsTopic, now: Clock.unixNow))
+        let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
+        let api = API(relay: relay, authorizer: authorizer)
+        let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
+            Task { reply(await api.handle(request)) }
+        }
+
+        // Socket messages reach the relay one at a time, in order.
+        let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self)
+        let events = EventsSocket(config: config) { socketSink.yield($0) }
+
+        let loop: WebSocketsLoop
+        do {
+            loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile),
+                                      handlers: [server, httpClient, events])
+        } catch {
+            fail("\(error)")
+        }
+        server.loop = loop
+        httpClient.loop = loop
+        events.loop = loop
+        loop.start()
+        Log.info("relay.started", ["version": version, "port": String(loop.listenPort ?? config.port),
+                                   "base_path": config.basePath.isEmpty ? "/" : config.basePath,
+                                   "prefect": config.prefectAPI.string, "apns": apns == nil ? "off" : "on",
+                                   "db": config.dbPath])
+        if apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
+
+        let consumer = Task {
+            for await message in socketMessages { await relay.received(message) }
+        }
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(Relay.tickInterval))
+                await relay.tick()
+            }
+        }
+        events.start()
+
+        let stopSignal = await Signals.next()
+        Log.info("relay.stopping", ["signal": stopSignal == SIGTERM ? "SIGTERM" : "SIGINT"])
+        events.stop()
+        ticker.cancel()
+        // Let pushes already under way finish (bounded), then close everything in reverse order.
+        let deadline = Clock.monotonic() + 5
+        while await relay.inFlight > 0 && Clock.monotonic() < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        apns?.shutdown()
+        loop.stop()
+        socketSink.finish()
+        await relay.close()
+        Log.info("relay.stopped")
+        exit(0)
+    }
+}
