@@ -74,6 +74,7 @@ test: deps k8s-validate
 # (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
 # can't go unnoticed.
 k8s-validate: $(KUBERNETES_VALIDATE)
+	@mkdir -p .build
 	$(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) $$(ls deploy/k8s/*.yaml | grep -v kustomization.yaml)
 	@if command -v kubectl >/dev/null; then \
 	  kubectl kustomize deploy/k8s > .build/k8s-rendered.yaml && \
