@@ -122,8 +122,9 @@ BASE_PATH_K8S := /push
 # OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root.
 image: build deps-image
 	deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
-	rm -rf $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
-	chroot --userspec=65532:65532 $(IMAGE_ROOT)/rootfs /usr/local/bin/prefect-push --version
+	@umount $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
+	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
+	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version
 	@echo "image $(OCI):$(IMAGE_TAG): $$(du -sb $(OCI)/blobs | cut -f1) bytes compressed, $$(du -sb $(IMAGE_ROOT)/rootfs | cut -f1) unpacked"
 
 # A docker-archive tarball, for `docker load` or `k3s ctr images import` on a node without a registry.
