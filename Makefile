@@ -122,7 +122,7 @@ BASE_PATH_K8S := /push
 # OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root.
 image: build deps-image
 	deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
-	@umount $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
+	@umount $(IMAGE_ROOT)/rootfs/dev $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
 	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
 	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version
 	@echo "image $(OCI):$(IMAGE_TAG): $$(du -sb $(OCI)/blobs | cut -f1) bytes compressed, $$(du -sb $(IMAGE_ROOT)/rootfs | cut -f1) unpacked"
@@ -149,14 +149,21 @@ apply:
 
 # check (the tests), ship the committed source, wait for the rollout, then `prefect-push check` inside the new pod
 # (its Prefect URL, credential, APNs key and egress to Apple, as the pod sees them) and /push/health.
+# SKIP_TESTS=1 leaves out the tests.
 deploy:
+	@echo "==> 1/6 the committed source only"
 	@git diff --quiet HEAD || { echo "uncommitted changes: deploy ships the committed source; commit first"; exit 1; }
-	$(MAKE) test
-	$(MAKE) push
-	$(MAKE) apply
+	@echo "==> 2/6 tests"
+	$(if $(SKIP_TESTS),@echo "skipped (SKIP_TESTS)",$(MAKE) --no-print-directory test)
+	@echo "==> 3/6 build the image and push it to $(IMAGE):$(IMAGE_TAG)"
+	$(MAKE) --no-print-directory push
+	@echo "==> 4/6 apply deploy/k8s to namespace $(NAMESPACE), image pinned by digest"
+	$(MAKE) --no-print-directory apply
+	@echo "==> 5/6 wait for the new pod, then check its configuration from inside it"
 	$(KUBECTL) rollout status deployment/prefect-push --timeout=120s
 	$(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push check
-	$(MAKE) health
+	@echo "==> 6/6 $(BASE_PATH_K8S)/health"
+	$(MAKE) --no-print-directory health
 
 # Creates or updates the APNs Secret from the .p8 file, then restarts the relay to load it.
 #   make apns-key KEY=~/Downloads/AuthKey_XXXXXXXXXX.p8 KEY_ID=XXXXXXXXXX TEAM_ID=YYYYYYYYYY
@@ -172,7 +179,7 @@ apns-key:
 # The Deployment, its pod, volume claim and /push/health.
 status:
 	$(KUBECTL) get deployment,pod,service,pvc -l app.kubernetes.io/name=prefect-push -o wide
-	$(MAKE) health
+	$(MAKE) --no-print-directory health
 
 # GET /push/health through a short-lived port-forward to the Service.
 health:
