@@ -103,6 +103,12 @@ run: deps build
 	  PORT=$${PORT:-$(RUN_PORT)} $(BIN); \
 	fi
 
+# The relay end to end on embedded defaults: local Prefect, the relay, a fake APNs printing what a phone would get.
+demo: deps
+	$(SWIFT) build --product prefect-push
+	$(SWIFT) build --product fake-apns
+	tools/demo.sh
+
 # --- Image and cluster ------------------------------------------------------------------------------------------
 # The image is built without a container daemon or a base image: deploy/image.sh assembles a root file system
 # (the binary, the glibc-family libraries ldd lists, CA bundle, passwd with user 65532, nsswitch.conf, /tmp, /data)

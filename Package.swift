@@ -8,6 +8,7 @@ let package = Package(
     name: "prefect-push",
     products: [
         .executable(name: "prefect-push", targets: ["prefect-push"]),
+        .executable(name: "fake-apns", targets: ["fake-apns"]),
     ],
     targets: [
         .systemLibrary(name: "CWebSockets", pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),

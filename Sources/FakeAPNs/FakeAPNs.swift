@@ -41,7 +41,7 @@ public final class FakeAPNs: @unchecked Sendable {
 
     public let name: String
     public let port: Int
-    let ledger = FakeAPNsLedger()
+    let ledger: FakeAPNsLedger
     private let server: FakeAPNsServer
     private var thread = pthread_t()
 
@@ -64,8 +64,11 @@ public final class FakeAPNs: @unchecked Sendable {
     }
 
     /// Starts listening right away. `maxConcurrentStreams` is what SETTINGS announces.
-    public init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000, identity: Identity, port: Int = 0) throws {
+    /// `onRequest` sees each request as it completes, on the fake's loop thread (keep it quick).
+    public init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000, identity: Identity, port: Int = 0,
+                onRequest: (@Sendable (Request) -> Void)? = nil) throws {
         self.name = name
+        ledger = FakeAPNsLedger(onRequest: onRequest)
         server = try FakeAPNsServer(ledger: ledger, maxConcurrentStreams: maxConcurrentStreams, identity: identity,
                                     port: port)
         self.port = server.port
@@ -136,6 +139,9 @@ final class FakeAPNsLedger: Sendable {
     }
 
     let state = Mutex(State())
+    private let onRequest: (@Sendable (FakeAPNs.Request) -> Void)?
+
+    init(onRequest: (@Sendable (FakeAPNs.Request) -> Void)?) { self.onRequest = onRequest }
 
     /// The next answer for a request on `token` (called by the loop thread).
     func nextAnswer(for token: String) -> FakeAPNs.Answer {
@@ -149,7 +155,10 @@ final class FakeAPNsLedger: Sendable {
         }
     }
 
-    func record(_ request: FakeAPNs.Request) { state.withLock { $0.requests.append(request) } }
+    func record(_ request: FakeAPNs.Request) {
+        state.withLock { $0.requests.append(request) }
+        onRequest?(request)
+    }
 
     func newConnectionID() -> Int {
         state.withLock { state in

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Flows that pause, for `make demo` and the end-to-end tests (run with the project's .venv).
+
+    flows.py run input   [--timeout S]   RunInput(comment: str) with a markdown description (waiting-reply)
+    flows.py run plain   [--timeout S]   pause_flow_run(timeout=S), no input (waiting)
+    flows.py run str     [--timeout S]   pause_flow_run(wait_for_input=str)
+    flows.py serve                       serve the "suspend" deployment (suspend_flow_run needs one)
+
+`run` prints FLOW_RUN_ID=<id> as soon as the run exists and writes it to $FLOW_RUN_ID_FILE if set, then blocks
+in the pause until the run is resumed, cancelled or times out. Every wait is Prefect's own pause timeout.
+PREFECT_API_URL (and PREFECT_API_AUTH_STRING) say which server.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from prefect import flow
+from prefect.flow_runs import pause_flow_run, suspend_flow_run
+from prefect.input import RunInput
+
+DESCRIPTION = (
+    "## Approve the nightly deploy?\n\n"
+    "* **service**: `billing-api`\n"
+    "* **version**: `1.4.2`\n\n"
+    "Reply with a comment."
+)
+TIMEOUT = int(os.environ.get("PAUSE_TIMEOUT", "600"))
+
+
+class Approval(RunInput):
+    comment: str
+
+
+def report() -> None:
+    from prefect.runtime import flow_run
+
+    fid = str(flow_run.id)
+    if os.environ.get("FLOW_RUN_ID_FILE"):
+        with open(os.environ["FLOW_RUN_ID_FILE"], "w") as f:
+            f.write(fid)
+    print(f"FLOW_RUN_ID={fid}", flush=True)
+
+
+@flow(name="nightly-deploy")
+def nightly_deploy():
+    report()
+    got = pause_flow_run(wait_for_input=Approval.with_initial_data(description=DESCRIPTION), timeout=TIMEOUT)
+    print(f"approved: {got.comment!r}", flush=True)
+
+
+@flow(name="plain-pause")
+def plain_pause():
+    report()
+    pause_flow_run(timeout=TIMEOUT)
+
+
+@flow(name="ask-for-text")
+def ask_for_text():
+    report()
+    value = pause_flow_run(wait_for_input=str, timeout=TIMEOUT)
+    print(f"got {value!r}", flush=True)
+
+
+@flow(name="suspended-release")
+def suspended_release():
+    value = suspend_flow_run(wait_for_input=str, timeout=None)
+    print(f"got {value!r}", flush=True)
+
+
+FLOWS = {"input": nightly_deploy, "plain": plain_pause, "str": ask_for_text}
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args[:1] == ["serve"]:
+        suspended_release.serve(name="suspend", limit=2)
+        return
+    if len(args) >= 2 and args[0] == "run" and args[1] in FLOWS:
+        if "--timeout" in args:
+            global TIMEOUT
+            TIMEOUT = int(args[args.index("--timeout") + 1])
+        FLOWS[args[1]]()
+        return
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
