@@ -15,11 +15,11 @@ struct Notifier: Sendable {
     static let defaultExpiry: Int64 = 24 * 3600
 
     func announce(_ pause: PauseRecord, _ origin: Watcher.Origin, receivedAt: Double) async {
-        let flowID: String? = switch origin {
-        case .event(let event): event.flowID
-        case .run(let run): run.flowID
+        let (flowID, pausedAt): (String?, Double) = switch origin {
+        case .event(let event): (event.flowID, event.stateTimestamp)
+        case .run(let run): (run.flowID, run.stateTimestamp)
         }
-        guard let props = await buildProps(pause, flowID: flowID, announcing: true) else { return }
+        guard let props = await buildProps(pause, flowID: flowID, pausedAt: pausedAt, announcing: true) else { return }
         guard let apns else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return
@@ -82,9 +82,10 @@ struct Notifier: Sendable {
     /// Reads the run's context and builds the pause's props once; stores them for the reminder and the end.
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
-    private func buildProps(_ pause: PauseRecord, flowID: String?, announcing: Bool = false) async -> WaitingProps? {
-        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID, pausedAt: pause.pausedAt,
-                                                   flowID: flowID) else {
+    private func buildProps(_ pause: PauseRecord, flowID: String?, pausedAt: Double? = nil,
+                            announcing: Bool = false) async -> WaitingProps? {
+        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
+                                                   pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return nil
         }

@@ -15,8 +15,9 @@ struct ContextGatherer: Sendable {
     }
 
     /// Nil when the run can't be read at all (Prefect down, run deleted): the caller logs and gives up.
-    /// `pausedAt` is the pause's state timestamp (unix seconds), to tell a run that lags from one that moved on.
-    func gather(runID: String, stateID: String, pausedAt: Int64, flowID: String?) async -> Gathered? {
+    /// `pausedAt` is the pause's state timestamp (unix seconds, with the fraction when known), to tell a run that
+    /// lags its event from one that has moved on.
+    func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?) async -> Gathered? {
         async let artifacts = prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
         ])
@@ -49,8 +50,8 @@ struct ContextGatherer: Sendable {
 
     /// `GET /flow_runs/{id}`, re-read (bounded, ~1.5 s in all) while it still shows a state from before the pause
     /// (the run can lag its own event). Returns the run and whether it has already moved past the pause: another
-    /// PAUSED state, or any state stamped in a later second.
-    private func currentRun(runID: String, stateID: String, pausedAt: Int64) async -> (JSONValue, Bool)? {
+    /// PAUSED state, or any state stamped after the pause.
+    private func currentRun(runID: String, stateID: String, pausedAt: Double) async -> (JSONValue, Bool)? {
         var last: JSONValue?
         for attempt in 0..<6 {
             if attempt > 0 { try? await Task.sleep(for: .milliseconds(50 * (1 << attempt))) }
@@ -58,7 +59,7 @@ struct ContextGatherer: Sendable {
             last = json
             let state = json["state"]
             if state?["id"]?.string == stateID { return (json, false) }
-            let stamped = Timestamp.unixSeconds(state?["timestamp"]?.string) ?? 0
+            let stamped = state?["timestamp"]?.string.flatMap(Timestamp.parse) ?? 0
             if state?["type"]?.string == "PAUSED" || stamped > pausedAt { return (json, true) }
         }
         return last.map { ($0, false) }
