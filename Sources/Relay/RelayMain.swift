@@ -29,7 +29,8 @@ public enum RelayMain {
         var text = """
             prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [--help | --version]
+            usage: prefect-push [check | --help | --version]
+              \(Check.usage)
             Configuration comes from the environment:
 
             """
@@ -54,6 +55,8 @@ public enum RelayMain {
         case "--version", "-V", "version":
             print("prefect-push \(version)")
             exit(0)
+        case "check":
+            exit(await Check.run(environment: environment()))
         case nil:
             break
         case let other?:
