@@ -1,3 +1,4 @@
+import Testing
 import Glibc
 @testable import Relay
 @testable import RelayCore
@@ -130,3 +131,7 @@ final class RelayProcess: @unchecked Sendable {
         process.stop(signal: SIGKILL, timeout: 5)
     }
 }
+
+/// The suites that run relays against the one shared Prefect server, one after another: a relay sees every run
+/// on the server, so a pause made by one suite would otherwise reach another suite's phones.
+@Suite(.serialized) enum SharedPrefect {}
