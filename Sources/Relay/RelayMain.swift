@@ -104,7 +104,10 @@ public enum RelayMain {
         }
 
         // Socket messages reach the relay one at a time, in order.
-        let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self)
+        // Bounded: if the relay ever fell this far behind, the oldest events go first; the paused listing (every
+        // 60 s and on each subscribe) recovers any pause or end they carried.
+        let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self,
+                                                                  bufferingPolicy: .bufferingNewest(10_000))
         let events = EventsSocket(config: config) { socketSink.yield($0) }
 
         let loop: WebSocketsLoop
