@@ -8,45 +8,85 @@ VENV       := .venv
 PREFECT    := $(VENV)/bin/prefect
 PREFECT_VERSION := 3.9.1
 APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev libcmark-dev \
-                nghttp2-client nghttp2-server openssl ca-certificates curl
+                libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl
+IMAGE_PACKAGES := umoci skopeo
 BIN_DEBUG  := .build/debug/prefect-push
 BIN        := .build/release/prefect-push
+STATIC_DIR := $(CURDIR)/.build/static
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
+                 -Xlinker --strip-all
+KUBERNETES_VALIDATE := $(VENV)/bin/kubernetes-validate
+KUBERNETES_VALIDATE_VERSION := 1.37.0
+KUBERNETES_VERSION ?= 1.31.0
 AIOAPNS_VERSION := 4.0
 BENCH_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-bench build debug test run demo bench clean
+.PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench clean \
+        image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
 
-deps-apt:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# Installs the Debian packages in $(1) that are missing.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
 
-deps-python: $(PREFECT)
+deps-apt:
+	$(call apt_install,$(APT_PACKAGES))
+
+deps-image:
+	$(call apt_install,$(IMAGE_PACKAGES))
+
+deps-python: $(PREFECT) $(KUBERNETES_VALIDATE)
 
 $(PREFECT):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check prefect==$(PREFECT_VERSION)
 
-# Release: static Swift stdlib, so the binary needs no Swift runtime on the node.
+$(KUBERNETES_VALIDATE): $(PREFECT)
+	$(VENV)/bin/pip install -q --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
+
+# Release: the Swift runtime and the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) are
+# linked in statically, so the node needs only glibc, libm, libstdc++ and libgcc_s. deploy/static-libs.sh explains
+# how; the debug and test builds don't use it and stay dynamic.
 build: deps-apt
-	$(SWIFT) build -c release --static-swift-stdlib --product prefect-push
+	@sh deploy/static-libs.sh $(STATIC_DIR)
+	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push
 	@ls -l $(BIN) | awk '{print "built $(BIN): " $$5 " bytes"}'
+	@echo "dynamic: $$(ldd $(BIN) | awk '{print $$1}' | tr '\n' ' ')"
 
 debug: deps-apt
 	$(SWIFT) build --product prefect-push
 
-# Unit tests plus integration tests against a real Prefect server the tests start themselves.
-test: deps
+# Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
+# Kubernetes manifests are validated.
+test: deps k8s-validate
 	$(SWIFT) build --build-tests
 	PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build
+
+# Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
+# (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
+# can't go unnoticed.
+k8s-validate: $(KUBERNETES_VALIDATE)
+	@mkdir -p .build
+	$(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) $$(ls deploy/k8s/*.yaml | grep -v kustomization.yaml)
+	@if command -v kubectl >/dev/null; then \
+	  kubectl kustomize deploy/k8s > .build/k8s-rendered.yaml && \
+	  $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-rendered.yaml && \
+	  echo "kustomize output valid"; \
+	else echo "kubectl not found: kustomize output not rendered"; fi
+	@sed 's/containerPort: 8080/containerPort: "eighty"/' deploy/k8s/deployment.yaml > .build/k8s-broken.yaml
+	@if $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-broken.yaml >/dev/null 2>&1; then \
+	  echo "kubernetes-validate accepted a broken manifest"; exit 1; fi
+	@echo "manifests valid"
 
 # Runs the relay. Without PREFECT_API_URL it starts a local Prefect server (127.0.0.1:$(PREFECT_PORT)) first and
 # stops it when the relay exits.
@@ -72,18 +112,107 @@ demo: deps
 	tools/demo.sh
 
 # Push latency, APNs throughput next to h2load and aioapns, footprint, and a real Prefect server next to an
-# Automation (bench/run.py). Release builds; 127.0.0.1 only; a few minutes. Prints a table, writes bench/results.json.
-# BENCH_ARGS="--quick" for a smoke run, "--skip-real" without the Prefect server. Never part of `make test`.
-bench: deps deps-bench
-	$(SWIFT) build -c release --static-swift-stdlib --product prefect-push
-	$(SWIFT) build -c release --static-swift-stdlib --product fake-apns
-	$(SWIFT) build -c release --static-swift-stdlib --product prefect-push-bench
+# Automation (bench/run.py). Release builds (the relay as `make build` makes it); 127.0.0.1 only; a few minutes.
+# Prints a table, writes bench/results.json. BENCH_ARGS="--quick" for a smoke run, "--skip-real" without the
+# Prefect server. Never part of `make test`.
+bench: deps deps-bench build
+	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
+	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push-bench
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # aioapns, the Python APNs client the throughput is compared with (PyPI, into the project venv).
 deps-bench: deps-python
 	@$(VENV)/bin/python -c 'import aioapns' 2>/dev/null || \
 	  $(VENV)/bin/pip install -q --disable-pip-version-check aioapns==$(AIOAPNS_VERSION)
+
+# --- Image and cluster ------------------------------------------------------------------------------------------
+# The image is built without a container daemon or a base image: deploy/image.sh assembles a root file system
+# (the binary, the glibc-family libraries ldd lists, CA bundle, passwd with user 65532, nsswitch.conf, /tmp, /data)
+# and umoci packs it into an OCI layout. deploy/Dockerfile builds the same thing where Docker is at hand.
+REGISTRY     ?= registry.example.com/prefect
+IMAGE        ?= $(REGISTRY)/prefect-push
+IMAGE_TAG    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
+OCI          := .build/oci
+IMAGE_ROOT   := .build/image-bundle
+NAMESPACE    ?= prefect
+KUBE_CONTEXT ?=
+KUBECTL       = kubectl $(if $(KUBE_CONTEXT),--context $(KUBE_CONTEXT) )--namespace $(NAMESPACE)
+OVERLAY      := .build/k8s-overlay
+HEALTH_PORT  ?= 18080
+BASE_PATH_K8S := /push
+
+# OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root.
+image: build deps-image
+	deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
+	@umount $(IMAGE_ROOT)/rootfs/dev $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
+	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
+	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version
+	@echo "image $(OCI):$(IMAGE_TAG): $$(du -sb $(OCI)/blobs | cut -f1) bytes compressed, $$(du -sb $(IMAGE_ROOT)/rootfs | cut -f1) unpacked"
+
+# A docker-archive tarball, for `docker load` or `k3s ctr images import` on a node without a registry.
+image-archive: image
+	skopeo copy --quiet oci:$(OCI):$(IMAGE_TAG) docker-archive:.build/prefect-push-$(IMAGE_TAG).tar:$(IMAGE):$(IMAGE_TAG)
+	@echo "wrote .build/prefect-push-$(IMAGE_TAG).tar"
+
+# Pushes the image to $(IMAGE):$(IMAGE_TAG) (credentials: `skopeo login $(REGISTRY)` or ~/.docker/config.json) and
+# keeps its digest, so the cluster runs exactly what was pushed.
+push: image
+	skopeo copy --quiet --digestfile .build/image.digest oci:$(OCI):$(IMAGE_TAG) docker://$(IMAGE):$(IMAGE_TAG)
+	@echo "pushed $(IMAGE):$(IMAGE_TAG)@$$(cat .build/image.digest)"
+
+# Applies deploy/k8s through a generated overlay that pins the pushed image by digest and sets the namespace.
+apply:
+	@test -s .build/image.digest || { echo "no .build/image.digest: run make push first"; exit 1; }
+	mkdir -p $(OVERLAY)
+	printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
+	  'namespace: $(NAMESPACE)' 'resources: [../../deploy/k8s]' 'images:' '- name: prefect-push' \
+	  '  newName: $(IMAGE)' "  digest: $$(cat .build/image.digest)" > $(OVERLAY)/kustomization.yaml
+	$(KUBECTL) apply -k $(OVERLAY)
+
+# check (the tests), ship the committed source, wait for the rollout, then `prefect-push check` inside the new pod
+# (its Prefect URL, credential, APNs key and egress to Apple, as the pod sees them) and /push/health.
+# SKIP_TESTS=1 leaves out the tests.
+deploy:
+	@echo "==> 1/6 the committed source only"
+	@git diff --quiet HEAD || { echo "uncommitted changes: deploy ships the committed source; commit first"; exit 1; }
+	@echo "==> 2/6 tests"
+	$(if $(SKIP_TESTS),@echo "skipped (SKIP_TESTS)",$(MAKE) --no-print-directory test)
+	@echo "==> 3/6 build the image and push it to $(IMAGE):$(IMAGE_TAG)"
+	$(MAKE) --no-print-directory push
+	@echo "==> 4/6 apply deploy/k8s to namespace $(NAMESPACE), image pinned by digest"
+	$(MAKE) --no-print-directory apply
+	@echo "==> 5/6 wait for the new pod, then check its configuration from inside it"
+	$(KUBECTL) rollout status deployment/prefect-push --timeout=120s
+	$(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push check
+	@echo "==> 6/6 $(BASE_PATH_K8S)/health"
+	$(MAKE) --no-print-directory health
+
+# Creates or updates the APNs Secret from the .p8 file, then restarts the relay to load it.
+#   make apns-key KEY=~/Downloads/AuthKey_XXXXXXXXXX.p8 KEY_ID=XXXXXXXXXX TEAM_ID=YYYYYYYYYY
+apns-key:
+	@test -n "$(KEY)" -a -n "$(KEY_ID)" -a -n "$(TEAM_ID)" || { echo "usage: make apns-key KEY=AuthKey_XXXXXXXXXX.p8 KEY_ID=XXXXXXXXXX TEAM_ID=YYYYYYYYYY"; exit 2; }
+	@test -r "$(KEY)" || { echo "cannot read $(KEY)"; exit 2; }
+	$(KUBECTL) create secret generic prefect-push-apns --dry-run=client -o yaml \
+	  --from-file=APNS_KEY=$(KEY) --from-literal=APNS_KEY_ID=$(KEY_ID) --from-literal=APNS_TEAM_ID=$(TEAM_ID) \
+	  | $(KUBECTL) apply -f -
+	$(KUBECTL) rollout restart deployment/prefect-push
+	$(KUBECTL) rollout status deployment/prefect-push --timeout=120s
+
+# The Deployment, its pod, volume claim and /push/health.
+status:
+	$(KUBECTL) get deployment,pod,service,pvc -l app.kubernetes.io/name=prefect-push -o wide
+	$(MAKE) --no-print-directory health
+
+# GET /push/health through a short-lived port-forward to the Service.
+health:
+	@$(KUBECTL) port-forward service/prefect-push $(HEALTH_PORT):80 >/dev/null & pf=$$!; \
+	trap "kill $$pf 2>/dev/null" EXIT; \
+	for i in $$(seq 1 50); do curl -fsS http://127.0.0.1:$(HEALTH_PORT)$(BASE_PATH_K8S)/health 2>/dev/null && echo && exit 0; sleep 0.2; done; \
+	echo "no answer from $(BASE_PATH_K8S)/health"; exit 1
+
+# The relay's log (logfmt on stderr). make logs ARGS=-f follows it.
+logs:
+	$(KUBECTL) logs deployment/prefect-push --tail=200 $(ARGS)
 
 clean:
 	rm -rf .build

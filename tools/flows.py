@@ -4,6 +4,8 @@
     flows.py run input   [--timeout S]   RunInput(comment: str) with a markdown description (waiting-reply)
     flows.py run plain   [--timeout S]   pause_flow_run(timeout=S), no input (waiting)
     flows.py run str     [--timeout S]   pause_flow_run(wait_for_input=str)
+    flows.py run artifact                a markdown "approval-request" artifact, then a plain pause
+    flows.py run event                   a custom event on the run with payload.body, then a plain pause
     flows.py serve                       serve the "suspend" deployment (suspend_flow_run needs one)
 
 `run` prints FLOW_RUN_ID=<id> as soon as the run exists and writes it to $FLOW_RUN_ID_FILE if set, then blocks
@@ -62,13 +64,37 @@ def ask_for_text():
     print(f"got {value!r}", flush=True)
 
 
+@flow(name="artifact-pause")
+def artifact_pause():
+    from prefect.artifacts import create_markdown_artifact
+
+    report()
+    create_markdown_artifact(markdown=DESCRIPTION, key="approval-request",
+                             description="Approval request for the nightly deploy")
+    pause_flow_run(timeout=TIMEOUT)
+
+
+@flow(name="event-pause")
+def event_pause():
+    from prefect.events import emit_event
+    from prefect.runtime import flow_run
+
+    report()
+    emit_event(event="relay.approval.requested",
+               resource={"prefect.resource.id": f"prefect.flow-run.{flow_run.id}",
+                         "prefect.resource.name": "approval request"},
+               payload={"body": "Deploy billing-api 1.4.2 to production?"})
+    pause_flow_run(timeout=TIMEOUT)
+
+
 @flow(name="suspended-release")
 def suspended_release():
     value = suspend_flow_run(wait_for_input=str, timeout=None)
     print(f"got {value!r}", flush=True)
 
 
-FLOWS = {"input": nightly_deploy, "plain": plain_pause, "str": ask_for_text}
+FLOWS = {"input": nightly_deploy, "plain": plain_pause, "str": ask_for_text, "artifact": artifact_pause,
+         "event": event_pause}
 
 
 def main() -> None:

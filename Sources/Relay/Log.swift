@@ -23,7 +23,7 @@ enum Log {
     static func emit(_ level: Config.LogLevel, _ event: String, _ fields: KeyValuePairs<String, String>) {
         guard isEnabled(level) else { return }
         var line = timestamp() + " " + level.rawValue + " " + event
-        for (key, value) in fields {
+        for (key, value) in fields where !value.isEmpty {  // an empty field says nothing
             line += " " + key + "=" + quoted(value)
         }
         line += "\n"

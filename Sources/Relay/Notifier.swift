@@ -15,13 +15,14 @@ struct Notifier: Sendable {
     static let defaultExpiry: Int64 = 24 * 3600
 
     func announce(_ pause: PauseRecord, _ origin: Watcher.Origin, receivedAt: Double) async {
-        let (flowID, flowName): (String?, String?) = switch origin {
-        case .event(let event): (event.flowID, event.flowName)
-        case .run(let run): (run.flowID, nil)
+        let (flowID, flowName, pausedAt): (String?, String?, Double) = switch origin {
+        case .event(let event): (event.flowID, event.flowName, event.stateTimestamp)
+        case .run(let run): (run.flowID, nil, run.stateTimestamp)
         }
         // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
         async let registered = relay.devices()
-        guard let props = await buildProps(pause, flowID: flowID, flowName: flowName, announcing: true) else { return }
+        guard let props = await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt,
+                                           announcing: true) else { return }
         guard let apns else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return
@@ -85,11 +86,11 @@ struct Notifier: Sendable {
     /// Reads the run's context and builds the pause's props once; stores them for the reminder and the end.
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
-    private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, announcing: Bool = false)
-        async -> WaitingProps?
-    {
-        guard let gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID, pausedAt: pause.pausedAt,
-                                                   flowID: flowID, flowName: flowName) else {
+    private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
+                            announcing: Bool = false) async -> WaitingProps? {
+        guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
+                                                   pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
+                                                   flowName: flowName) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return nil
         }
@@ -99,7 +100,16 @@ struct Notifier: Sendable {
                                             "now": gathered.runJSON["state"]?["name"]?.string ?? "?"])
             return nil
         }
-        let text = AlertText(context: gathered.context, readers: .live)
+        var text = await withLiveEvents(&gathered.context, runID: pause.runID)
+        if announcing && text.contextSource == .none {
+            // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
+            // §7.6). With nothing better to say, give it a moment before settling for the generic text.
+            let deadline = Clock.monotonic() + Notifier.eventGrace
+            while text.contextSource == .none && Clock.monotonic() < deadline {
+                try? await Task.sleep(for: .milliseconds(25))
+                text = await withLiveEvents(&gathered.context, runID: pause.runID)
+            }
+        }
         var run = gathered.context.run
         if run.state?.id != pause.stateID || run.state?.isPaused != true {
             // The run moved on (or lags) before we read it: describe the pause we were told about.
@@ -113,6 +123,18 @@ struct Notifier: Sendable {
         Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
                                 "context": text.contextSource.rawValue])
         return props
+    }
+
+    /// How long an announce with no context waits for a late custom event.
+    static let eventGrace = 0.25
+
+    /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
+    private func withLiveEvents(_ context: inout PauseContext, runID: String) async -> AlertText {
+        let stored = Set(context.events.compactMap(\.id))
+        for event in await relay.liveEvents(runID: runID) where event.id == nil || !stored.contains(event.id!) {
+            context.events.append(event)
+        }
+        return AlertText(context: context, readers: .live)
     }
 
     private func storedProps(_ pause: PauseRecord) async -> WaitingProps? {

@@ -4,6 +4,9 @@ import RelayCore
 extension Relay {
     func countAnnounced() { metrics.announced += 1 }
 
+    /// Custom events about the run seen live on the socket (see `RecentRunEvents`).
+    func liveEvents(runID: String) -> [RunEvent] { recentEvents.events(for: runID) }
+
     func devices() -> [Device] {
         do { return try store.allDevices() } catch {
             Log.error("store.failed", ["action": "devices", "error": "\(error)"])

@@ -17,7 +17,15 @@ extension Relay {
             requestListing()
         case .event(let json):
             metrics.eventsReceived += 1
-            guard let event = PrefectEvent(json: json), let state = event.stateEvent else { return }
+            guard let event = PrefectEvent(json: json) else { return }
+            guard let state = event.stateEvent else {
+                // A custom event on a run: context an alert may want before Prefect has stored it.
+                if let runID = event.runID, let runEvent = RunEvent(prefect: json) {
+                    Log.debug("events.custom", ["run": runID, "name": String(event.name.prefix(80))])
+                    recentEvents.add(runEvent, runID: runID)
+                }
+                return
+            }
             apply(watcher.handle(.event(state), now: now()))
         case .disconnected(let reason, let retryIn):
             if subscribed || Log.isEnabled(.debug) {

@@ -10,6 +10,7 @@ actor Relay {
     var watcher: Watcher
     var lastListing = -Double.infinity
     var metrics = Metrics()
+    var recentEvents = RecentRunEvents()
     /// Set once at start-up, before any event arrives (it needs the relay itself).
     var notifier: Notifier?
     /// Announce / remind / end work still running (shutdown waits for it, bounded).

@@ -29,7 +29,8 @@ public enum RelayMain {
         var text = """
             prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [--help | --version]
+            usage: prefect-push [check | --help | --version]
+              \(Check.usage)
             Configuration comes from the environment:
 
             """
@@ -54,6 +55,8 @@ public enum RelayMain {
         case "--version", "-V", "version":
             print("prefect-push \(version)")
             exit(0)
+        case "check":
+            exit(await Check.run(environment: environment()))
         case nil:
             break
         case let other?:
@@ -101,7 +104,10 @@ public enum RelayMain {
         }
 
         // Socket messages reach the relay one at a time, in order.
-        let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self)
+        // Bounded: if the relay ever fell this far behind, the oldest events go first; the paused listing (every
+        // 60 s and on each subscribe) recovers any pause or end they carried.
+        let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self,
+                                                                  bufferingPolicy: .bufferingNewest(10_000))
         let events = EventsSocket(config: config) { socketSink.yield($0) }
 
         let loop: WebSocketsLoop

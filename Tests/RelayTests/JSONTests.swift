@@ -23,3 +23,11 @@ import Testing
         #expect(value.encoded() == #"{"a":1,"b":"\u0001"}"#)
     }
 }
+
+@Suite struct Base64Tests {
+    @Test func rfc4648Vectors() {
+        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==", "fooba": "Zm9vYmE=",
+                       "foobar": "Zm9vYmFy", "admin:pass": "YWRtaW46cGFzcw=="]
+        for (plain, encoded) in vectors { #expect(Base64.encode(Array(plain.utf8)) == encoded) }
+    }
+}

@@ -15,9 +15,10 @@ struct ContextGatherer: Sendable {
     }
 
     /// Nil when the run can't be read at all (Prefect down, run deleted): the caller logs and gives up.
-    /// `pausedAt` is the pause's state timestamp (unix seconds), to tell a run that lags from one that moved on.
-    /// `flowName` is the name the Paused event's related flow carries; when known, the flow isn't read.
-    func gather(runID: String, stateID: String, pausedAt: Int64, flowID: String?, flowName knownFlowName: String? = nil)
+    /// `pausedAt` is the pause's state timestamp (unix seconds, with the fraction when known), to tell a run that
+    /// lags its event from one that has moved on. `flowName` is the name the Paused event's related flow carries;
+    /// when known, the flow isn't read.
+    func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil)
         async -> Gathered?
     {
         async let artifacts = prefect.filter("/artifacts/filter", [
@@ -44,6 +45,7 @@ struct ContextGatherer: Sendable {
         if case .success(let reply) = await events, reply.status == 200, let json = try? JSONParser.parse(reply.body) {
             eventList = RunEvent.list(prefect: json)
         }
+
         let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
         let context = PauseContext(run: run, flowName: name, inputRows: await rows, artifacts: artifactList,
                                    events: eventList)
@@ -60,8 +62,8 @@ struct ContextGatherer: Sendable {
 
     /// `GET /flow_runs/{id}`, re-read (bounded, `runRereadDelaysMs`) while it still shows a state from before the
     /// pause (the run can lag its own event). Returns the run and whether it has already moved past the pause:
-    /// another PAUSED state, or any state stamped in a later second.
-    private func currentRun(runID: String, stateID: String, pausedAt: Int64) async -> (JSONValue, Bool)? {
+    /// another PAUSED state, or any state stamped after the pause.
+    private func currentRun(runID: String, stateID: String, pausedAt: Double) async -> (JSONValue, Bool)? {
         var last: JSONValue?
         for attempt in 0...Self.runRereadDelaysMs.count {
             if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.runRereadDelaysMs[attempt - 1])) }
@@ -69,7 +71,7 @@ struct ContextGatherer: Sendable {
             last = json
             let state = json["state"]
             if state?["id"]?.string == stateID { return (json, false) }
-            let stamped = Timestamp.unixSeconds(state?["timestamp"]?.string) ?? 0
+            let stamped = state?["timestamp"]?.string.flatMap(Timestamp.parse) ?? 0
             if state?["type"]?.string == "PAUSED" || stamped > pausedAt { return (json, true) }
         }
         return last.map { ($0, false) }

@@ -225,14 +225,15 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         if let wsi { lws_callback_on_writable(wsi) }
     }
 
-    /// The relay filter: flow-run events (state changes and custom events on a run), no heartbeats, from a minute
-    /// before the last event seen (the server clamps `since` to 15 min) until a year ahead.
+    /// The relay filter: every event whose primary resource is a flow run (state changes, and custom events such
+    /// as `work.waiting` that an alert may quote), no heartbeats, from a minute before the last event seen (the
+    /// server clamps `since` to 15 min) until a year ahead.
     func filterMessage() -> String {
         let nowSeconds = now()
         let since = lastOccurred.flatMap(Timestamp.parse).map { $0 - 60 } ?? (nowSeconds - 15 * 60)
         let filter: JSONValue = [
             "occurred": ["since": .string(Timestamp.format(since)), "until": .string(Timestamp.format(nowSeconds + 365 * 86400))],
-            "event": ["prefix": ["prefect.flow-run."], "exclude_name": ["prefect.flow-run.heartbeat"]],
+            "event": ["exclude_name": ["prefect.flow-run.heartbeat"]],
             "resource": ["id_prefix": ["prefect.flow-run."]],
         ]
         return JSONValue.object(["type": "filter", "filter": filter, "backfill": true]).encoded()

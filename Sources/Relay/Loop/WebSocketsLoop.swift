@@ -69,7 +69,8 @@ final class WebSocketsLoop: @unchecked Sendable {
         if let caCopy { info.client_ssl_ca_filepath = UnsafePointer(caCopy) }
         let created: OpaquePointer? = lws_create_context(&info)
         guard let created else {
-            WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
+            // Every stored property is set by now, so deinit runs for this failed init and frees the protocols;
+            // freeing them here too would be a double free.
             let what = settings.port >= 0 ? "could not listen on port \(settings.port) (in use, or not allowed)"
                                           : "could not create the libwebsockets context"
             throw StartupError("PORT", what + "; pick another PORT")

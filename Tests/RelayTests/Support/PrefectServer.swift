@@ -1,29 +1,44 @@
+import Testing
 import Glibc
 @testable import Relay
 @testable import RelayCore
 
 /// A real Prefect server (`prefect server start`, SQLite) on a free 127.0.0.1 port, with basic auth on.
-/// One per test process, started on first use; killed when the tests exit. Needs the venv from `make deps`
-/// (or PREFECT_BIN pointing at a `prefect` executable).
+/// `shared` is one per test process, started on first use; tests that restart a server make their own.
+/// Every server is killed when the tests exit. Needs the venv from `make deps` (or PREFECT_BIN).
 actor PrefectServer {
     static let shared = PrefectServer()
     static let authString = "admin:pass"
+    static var authorization: String { "Basic " + Base64.encode(Array(authString.utf8)) }
 
-    private var started: (port: Int, process: ChildProcess)?
+    let port: Int
+    let home: String
+    private var process: ChildProcess?
 
-    var prefectBinary: String {
-        let env = ProcessInfoLite.environment
-        return env["PREFECT_BIN"] ?? TestFiles.packageRoot + "/.venv/bin/prefect"
+    init() {
+        port = TestSocket.freePort()
+        home = TestFiles.temporaryDirectory()
     }
 
-    /// The API root, e.g. http://127.0.0.1:PORT/api; starts the server the first time.
+    static var binary: String {
+        ProcessInfoLite.environment["PREFECT_BIN"] ?? TestFiles.packageRoot + "/.venv/bin/prefect"
+    }
+
+    /// The venv's python, beside `prefect`.
+    static var python: String {
+        var parts = binary.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast()
+        return parts.joined(separator: "/") + "/python"
+    }
+
+    var url: String { "http://127.0.0.1:\(port)/api" }
+
+    /// The API root, e.g. http://127.0.0.1:PORT/api; starts the server if it isn't running.
     func apiURL() throws -> String {
-        if let started { return "http://127.0.0.1:\(started.port)/api" }
-        guard access(prefectBinary, X_OK) == 0 else {
-            throw TestFailure("no Prefect at \(prefectBinary): run `make deps` (or set PREFECT_BIN)")
+        if process != nil { return url }
+        guard access(PrefectServer.binary, X_OK) == 0 else {
+            throw TestFailure("no Prefect at \(PrefectServer.binary): run `make deps` (or set PREFECT_BIN)")
         }
-        let home = TestFiles.temporaryDirectory()
-        let port = TestSocket.freePort()
         var env = ProcessInfoLite.environment
         env["PREFECT_HOME"] = home
         env["PREFECT_SERVER_API_AUTH_STRING"] = PrefectServer.authString
@@ -31,23 +46,33 @@ actor PrefectServer {
         env["PREFECT_UI_ENABLED"] = "false"
         env["PREFECT_SERVER_UI_ENABLED"] = "false"
         env["PREFECT_SERVER_LOGGING_LEVEL"] = "WARNING"
-        let process = try ChildProcess(prefectBinary, ["server", "start", "--host", "127.0.0.1", "--port", String(port)],
+        let started = try ChildProcess(PrefectServer.binary, ["server", "start", "--host", "127.0.0.1", "--port", String(port)],
                                        environment: env, logPath: home + "/server.log")
         let http = TestHTTP(port: port)
         let deadline = Clock.monotonic() + 120
         while Clock.monotonic() < deadline {
             if let reply = try? http.request("GET", "/api/health", timeout: 2), reply.status == 200 {
-                started = (port, process)
-                return "http://127.0.0.1:\(port)/api"
+                process = started
+                return url
             }
-            if process.waitForExit(timeout: 0) != nil { break }
+            if started.waitForExit(timeout: 0) != nil { break }
             sleepSeconds(0.3)
         }
-        process.stop(signal: SIGKILL)
-        throw TestFailure("Prefect did not become healthy in 120 s: \(process.log.suffix(2000))")
+        started.stop(signal: SIGKILL)
+        throw TestFailure("Prefect did not become healthy in 120 s: \(started.log.suffix(2000))")
     }
 
-    var port: Int? { started?.port }
+    /// Stops the server (its database stays in `home`, so `apiURL()` brings the same server back).
+    func stop() {
+        process?.stop(signal: SIGTERM, timeout: 20)
+        process = nil
+    }
+
+    /// A REST call with the server's credential.
+    nonisolated func call(_ method: String, _ path: String, body: JSONValue? = nil) throws -> TestHTTP.Reply {
+        try TestHTTP(port: port).request(method, "/api" + path, headers: ["Authorization": PrefectServer.authorization],
+                                         body: body?.encoded())
+    }
 }
 
 /// The process environment as a dictionary (no Foundation).
@@ -106,3 +131,7 @@ final class RelayProcess: @unchecked Sendable {
         process.stop(signal: SIGKILL, timeout: 5)
     }
 }
+
+/// The suites that run relays against the one shared Prefect server, one after another: a relay sees every run
+/// on the server, so a pause made by one suite would otherwise reach another suite's phones.
+@Suite(.serialized) enum SharedPrefect {}

@@ -1,0 +1,196 @@
+import Glibc
+import Testing
+@testable import FakeAPNs
+@testable import Relay
+@testable import RelayCore
+
+extension SharedPrefect {
+    /// The relay's main job against a real Prefect server and the fake APNs: every pause announced exactly once,
+    /// the Live Activity ended when the run moves on, nothing missed or doubled across restarts and reconnects.
+    @Suite(.serialized) struct PauseEndToEndTests {
+        @Test func pauseThenResume() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("input")
+            try waitUntil("the alert and the start", timeout: 60) {
+                !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty && !e2e.pushes(to: EndToEnd.startToken, run: run).isEmpty
+            }
+            let alert = try #require(e2e.pushes(to: EndToEnd.deviceToken, run: run).first)
+            #expect(alert.headers["apns-push-type"] == "alert")
+            #expect(alert.headers["apns-topic"] == "io.zzstoatzz.prefect")
+            #expect(alert.payload["aps"]?["alert"]?["title"] == "Approve the nightly deploy?")
+            #expect(alert.payload["aps"]?["alert"]?["subtitle"] == "nightly-deploy")
+            #expect(alert.payload["aps"]?["alert"]?["body"]?.string?.contains("billing-api") == true)
+            #expect(alert.payload["aps"]?["category"] == "waiting-reply")
+            #expect(alert.payload["aps"]?["thread-id"] == .string(run))
+            #expect(alert.payload["body"]?["runId"] == .string(run))
+            #expect(alert.payload["body"]?["serverId"] == "e2e")
+            let start = try #require(e2e.pushes(to: EndToEnd.startToken, run: run).first)
+            #expect(start.headers["apns-push-type"] == "liveactivity")
+            #expect(start.headers["apns-topic"] == "io.zzstoatzz.prefect.push-type.liveactivity")
+            #expect(start.payload["aps"]?["event"] == "start")
+            #expect(activityProps(start.payload)?["stateName"] == "Paused")
+
+            try e2e.registerActivity(runID: run)
+            try e2e.resume(run, input: ["comment": "ship it"])
+            try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            sleepSeconds(1)  // anything doubled would arrive now
+            let end = try #require(e2e.pushes(to: EndToEnd.activityToken, run: run).first)
+            #expect(end.payload["aps"]?["event"] == "end")
+            #expect(activityProps(end.payload)?["ended"] == "Running")
+            #expect(end.payload["aps"]?["dismissal-date"]?.int != nil)
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            #expect(e2e.pushes(to: EndToEnd.startToken, run: run).count == 1)
+            #expect(e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1)
+            // Other tests' runs may wait on the shared server too, so look at this run's pause, not the total.
+            #expect(try Store(path: e2e.directory + "/relay.db").waitingPause(runID: run) == nil)
+        }
+
+        @Test func cancelEndsWithTheCancelledState() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("plain")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).first?.payload["aps"]?["category"] == "waiting")
+            try e2e.registerActivity(runID: run)
+            try e2e.cancel(run)
+            try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Cancelled")
+            e2e.stopFlows()  // a blocking pause ignores the cancel; its late Failed must not send a second end
+            sleepSeconds(1)
+            #expect(e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1)
+        }
+
+        @Test func timeoutEndsThePause() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("plain", timeout: 8)
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            try e2e.registerActivity(runID: run)
+            try waitUntil("the end push after the timeout", timeout: 60) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Failed")
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // a 8 s pause never gets a reminder
+        }
+
+        @Test func restartWhileWaitingSendsNothingTwice() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("plain")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            try e2e.registerActivity(runID: run)
+
+            e2e.stopRelay()
+            let before = e2e.development.requests.count
+            let relay = try e2e.startRelay()  // same database: the listing and the backfill both see the pause again
+            sleepSeconds(2)
+            #expect(e2e.development.requests.count == before)  // nothing at all re-sent, for any run
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            #expect(e2e.pushes(to: EndToEnd.startToken, run: run).count == 1)
+            #expect(try Store(path: e2e.directory + "/relay.db").waitingPause(runID: run) != nil)
+            #expect((try relay.http.request("GET", "/health").json?["waiting"]?.int ?? 0) >= 1)
+
+            try e2e.resume(run)
+            try waitUntil("the end push from the new relay", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Running")
+        }
+
+        @Test func pauseWhileTheRelayIsDownIsAnnouncedOnce() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            e2e.stopRelay()
+            let run = try e2e.runFlow("str")
+            try e2e.waitForState(run, type: "PAUSED")
+            sleepSeconds(1)  // let the input rows land, as they would before anyone looks
+            try e2e.startRelay()
+            try waitUntil("the alert", timeout: 30) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            sleepSeconds(2)
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run)[0].payload["aps"]?["category"] == "waiting-reply")
+            try e2e.resume(run, input: ["value": "ok"])
+        }
+
+        @Test func customEventOnTheRunIsQuotedLive() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("event")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            let alert = e2e.pushes(to: EndToEnd.deviceToken, run: run)[0]
+            #expect(alert.payload["aps"]?["alert"]?["body"]?.string?.contains("Deploy billing-api 1.4.2 to production?") == true)
+            try e2e.resume(run)
+        }
+
+        @Test func refusedSocketCredentialIsPlainInTheLog() async throws {
+            let api = try await PrefectServer.shared.apiURL()
+            let relay = try RelayProcess(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": "admin:wrong"])
+            try waitUntil("the refusal is logged", timeout: 20) { relay.process.log.contains("events.auth_rejected") }
+            #expect(relay.process.log.contains("PREFECT_API_AUTH_STRING"))
+            #expect(!relay.process.log.contains("admin:wrong"))  // never the credential itself
+            #expect(try relay.http.request("GET", "/health").json?["subscribed"] == false)
+        }
+
+        @Test func testPushRoute() async throws {
+            let e2e = try await EndToEnd()
+            let relay = try e2e.startRelay()
+            try e2e.registerDevice()
+            #expect(try relay.http.request("GET", "/health").json?["apns"] == true)
+            let reply = try relay.http.request("POST", "/devices/phone/test", headers: ["Authorization": PrefectServer.authorization])
+            #expect(reply.status == 200)
+            #expect(reply.json?["sent"] == true)
+            #expect(reply.json?["status"] == 200)
+            #expect(reply.json?["apns_id"]?.string?.isEmpty == false)
+            // Only the test alert (pauses of other tests on the shared server carry a run in "body").
+            let received = e2e.development.requests(for: EndToEnd.deviceToken).filter {
+                (try? JSONParser.parse($0.body))?["body"] == nil
+            }
+            #expect(received.count == 1)
+            #expect(received.first?.headers["apns-push-type"] == "alert")
+            // A dead token: APNs says Unregistered, the relay drops the phone and says so.
+            e2e.development.script(EndToEnd.deviceToken, .reject(410, "Unregistered"))
+            let dead = try relay.http.request("POST", "/devices/phone/test", headers: ["Authorization": PrefectServer.authorization])
+            #expect(dead.json?["sent"] == false)
+            #expect(dead.json?["reason"] == "Unregistered")
+            #expect(try relay.http.request("GET", "/health").json?["devices"] == 0)
+        }
+
+        @Test func suspendedRunSaysSuspended() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runSuspendedDeployment()
+            try waitUntil("the alert", timeout: 90) { !e2e.pushes(to: EndToEnd.startToken, run: run).isEmpty }
+            let start = e2e.pushes(to: EndToEnd.startToken, run: run)[0]
+            #expect(activityProps(start.payload)?["stateName"] == "Suspended")
+            #expect(activityProps(start.payload)?["timeoutAt"] == nil)  // a suspend without a timeout
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run)[0].payload["aps"]?["category"] == "waiting-reply")
+            try e2e.registerActivity(runID: run)
+            try e2e.resume(run, input: ["value": "go"])
+            try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Resuming")
+        }
+
+        @Test func prefectRestartReconnectsAndCatchesUp() async throws {
+            let server = PrefectServer()
+            let e2e = try await EndToEnd(prefect: server)
+            let relay = try e2e.startRelay()
+            try e2e.registerDevice()
+            await server.stop()
+            try waitUntil("the relay notices", timeout: 30) {
+                (try? relay.http.request("GET", "/health").json?["subscribed"]) == .bool(false)
+            }
+            _ = try await server.apiURL()
+            try waitUntil("the relay resubscribes", timeout: 90) {
+                (try? relay.http.request("GET", "/health").json?["subscribed"]) == .bool(true)
+            }
+            let run = try e2e.runFlow("plain")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            try e2e.resume(run)
+            await server.stop()
+        }
+    }
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Makes the release build link the C libraries statically, leaving only the glibc family dynamic.
+#
+# SwiftPM reads each system library's .pc file itself and puts `-L<libdir>` in front of the link, so the
+# linker would find the shared `libwebsockets.so` before any `.a`. This writes, into OUT:
+#   OUT/pkgconfig/<name>.pc   the same packages, whose only library directory is OUT/lib
+#   OUT/lib/lib<name>.a       linker scripts naming the real Debian `.a` archive plus what it needs
+#                             (GROUP lets each archive resolve against the others whatever the order)
+# `make build` passes `--pkg-config-path OUT/pkgconfig`; debug and test builds don't, and stay dynamic.
+set -eu
+out=${1:?usage: static-libs.sh OUTDIR}
+libdir=$(pkg-config --variable=libdir libwebsockets)
+mkdir -p "$out/pkgconfig" "$out/lib"
+
+archive() {
+    [ -f "$libdir/lib$1.a" ] || { echo "missing $libdir/lib$1.a (install the -dev package)" >&2; exit 1; }
+    printf '%s/lib%s.a ' "$libdir" "$1"
+}
+
+# lib<name>.a script: the archive and its dependencies (from `pkg-config --static --libs`, glibc left out).
+script() {
+    name=$1; shift
+    files=""
+    for lib in "$name" "$@"; do files="$files$(archive "$lib")"; done
+    printf 'GROUP ( %s)\n' "$files" > "$out/lib/lib$name.a"
+}
+script websockets ssl crypto cap z
+script nghttp2
+script ssl crypto
+script crypto
+script sqlite3
+script jansson
+script cmark
+
+# One .pc per package the targets in Package.swift name, with no Requires (so no system -L sneaks in).
+pc() {
+    printf 'Name: %s\nDescription: %s, linked statically\nVersion: %s\nLibs: -L%s/lib %s\nCflags:\n' \
+        "$1" "$1" "$(pkg-config --modversion "$1")" "$out" "$2" > "$out/pkgconfig/$1.pc"
+}
+pc libwebsockets "-lwebsockets"
+pc libnghttp2 "-lnghttp2"
+pc openssl "-lssl -lcrypto"
+pc sqlite3 "-lsqlite3"
+pc jansson "-ljansson"
+pc libcmark "-lcmark"
