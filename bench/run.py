@@ -665,7 +665,7 @@ def table(results: dict) -> str:
         for entry in results.get("latency", []):
             if entry["devices"] == 1000:
                 out += f"| RSS after the 1,000-device fan-outs | {entry['rss_kb']['VmRSS'] / 1024:.1f} MiB |\n"
-        out += (f"| binary (release, static Swift stdlib) | {fp['binary_bytes'] / 1e6:.1f} MB "
+        out += (f"| binary (.build/release/prefect-push) | {fp['binary_bytes'] / 1e6:.1f} MB "
                 f"({fp['binary_stripped_bytes'] / 1e6:.1f} MB stripped) |\n"
                 f"| start-up until subscribed (p50 / max of {fp['startup_ms']['n']}) | "
                 f"{fp['startup_ms']['p50']} / {fp['startup_ms']['max']} ms |")
