@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from prefect import flow
 from prefect.flow_runs import pause_flow_run, suspend_flow_run
@@ -84,6 +85,7 @@ def event_pause():
                resource={"prefect.resource.id": f"prefect.flow-run.{flow_run.id}",
                          "prefect.resource.name": "approval request"},
                payload={"body": "Deploy billing-api 1.4.2 to production?"})
+    time.sleep(float(os.environ.get("EVENT_LEAD", "0.5")))  # the work a flow does between asking and pausing
     pause_flow_run(timeout=TIMEOUT)
 
 

@@ -22,7 +22,7 @@ struct Notifier: Sendable {
         // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
         async let registered = relay.devices()
         guard let props = await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt,
-                                           announcing: true) else { return }
+                                           announcing: true, receivedAt: receivedAt) else { return }
         guard let apns else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return
@@ -87,7 +87,7 @@ struct Notifier: Sendable {
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
-                            announcing: Bool = false) async -> WaitingProps? {
+                            announcing: Bool = false, receivedAt: Double = Clock.monotonic()) async -> WaitingProps? {
         guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
                                                    pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
                                                    flowName: flowName) else {
@@ -103,8 +103,9 @@ struct Notifier: Sendable {
         var text = await withLiveEvents(&gathered.context, runID: pause.runID)
         if announcing && text.contextSource == .none {
             // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
-            // §7.6). With nothing better to say, give it a moment before settling for the generic text.
-            let deadline = Clock.monotonic() + Notifier.eventGrace
+            // §7.6; ~90 ms seen here). With nothing better to say, give it until `eventGrace` after the Paused event
+            // arrived (the context reads usually use up most of that) before settling for the generic text.
+            let deadline = receivedAt + Notifier.eventGrace
             while text.contextSource == .none && Clock.monotonic() < deadline {
                 try? await Task.sleep(for: .milliseconds(25))
                 text = await withLiveEvents(&gathered.context, runID: pause.runID)
@@ -125,8 +126,8 @@ struct Notifier: Sendable {
         return props
     }
 
-    /// How long an announce with no context waits for a late custom event.
-    static let eventGrace = 0.25
+    /// How long after its Paused event an announce with no context may wait for a late custom event.
+    static let eventGrace = 0.15
 
     /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
     private func withLiveEvents(_ context: inout PauseContext, runID: String) async -> AlertText {
