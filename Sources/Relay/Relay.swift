@@ -1,7 +1,8 @@
 import RelayCore
 
-/// The relay's one owner of state: the SQLite store (one connection, touched only here) and the live status
-/// that `/health` reports. The API and, later, the watcher call into it.
+/// The relay's one owner of state: the SQLite store (one connection, touched only here), the Watcher's memory,
+/// the live status `/health` reports and the metrics. The API, the events socket's messages and the notifier's
+/// APNs answers all come through it, one at a time (see `Relay+Watcher.swift`, `Relay+Devices.swift`).
 actor Relay {
     let store: Store
     let prefect: PrefectClient
