@@ -169,9 +169,12 @@ final class HTTPServer: LWSHandler, @unchecked Sendable {
         let end = start + 1024
         let type: String? = response.status == 204 ? nil : response.contentType
         let failed: Bool = withOptionalCString(type) { typePtr in
-            if lws_add_http_common_headers(wsi, UInt32(response.status), typePtr,
-                                           response.status == 204 ? UInt64.max : UInt64(body.count),
-                                           &p, end) != 0 { return true }
+            if response.status == 204 {
+                // No Content-Length on a 204 (RFC 9110 §8.6), and no common headers: lws would read the missing
+                // length as "close the connection" and end a keep-alive for nothing.
+                if lws_add_http_header_status(wsi, 204, &p, end) != 0 { return true }
+            } else if lws_add_http_common_headers(wsi, UInt32(response.status), typePtr, UInt64(body.count),
+                                                  &p, end) != 0 { return true }
             for (name, value) in response.headers + [("cache-control", "no-store")] {
                 let nameWithColon = name + ":"
                 let added = nameWithColon.withCString { n in
