@@ -35,7 +35,7 @@ public final class FakeAPNs: @unchecked Sendable {
         public var openStreams: Int
         /// Monotonic ns (CLOCK_MONOTONIC) when the request completed; the benchmark compares it with the
         /// sender's clock.
-        public var arrivedAtNs: Int64 = FakeAPNs.monotonicNs()
+        public var arrivedAtNs: Int64 = monotonicNanoseconds()
         /// Monotonic ms when the request completed.
         public var arrivedAt: Int64 { arrivedAtNs / 1_000_000 }
         public var token: String { String(path.split(separator: "/").last ?? "") }
@@ -123,12 +123,6 @@ public final class FakeAPNs: @unchecked Sendable {
 
     public var requests: [Request] { ledger.state.withLock { $0.requests } }
 
-    /// CLOCK_MONOTONIC in nanoseconds (the clock Python's `time.monotonic_ns()` reads on Linux).
-    public static func monotonicNs() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
     public var connectionCount: Int { ledger.state.withLock { $0.connections } }
     public func requests(for token: String) -> [Request] { requests.filter { $0.token == token.lowercased() } }
 }

@@ -64,10 +64,3 @@ public struct IOError: Error, CustomStringConvertible {
         }
     }
 }
-
-/// Monotonic milliseconds, for deadlines and timers that must not jump with the wall clock.
-public func monotonicMs() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-}

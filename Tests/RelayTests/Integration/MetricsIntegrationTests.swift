@@ -15,7 +15,7 @@ import Testing
 
     /// The scripted Prefect as a child process; Python from the project's venv (or PREFECT_BIN's).
     func startScriptedPrefect(directory: String) throws -> (ChildProcess, TestHTTP) {
-        let env = ProcessInfoLite.environment
+        let env = RelayMain.environment()
         var bin = TestFiles.packageRoot + "/.venv/bin"
         if let prefect = env["PREFECT_BIN"], let slash = prefect.lastIndex(of: "/") { bin = String(prefect[..<slash]) }
         let python = access(bin + "/python", X_OK) == 0 ? bin + "/python" : "/usr/bin/python3"

@@ -77,7 +77,7 @@ final class EndToEnd: @unchecked Sendable {
     /// Runs one flow from tools/flows.py in the background and returns its run id once the run exists.
     func runFlow(_ kind: String, timeout: Int = 600) throws -> String {
         let idFile = directory + "/run-\(flows.count).id"
-        var env = ProcessInfoLite.environment
+        var env = RelayMain.environment()
         env["PREFECT_API_URL"] = api
         env["PREFECT_API_AUTH_STRING"] = PrefectServer.authString
         env["FLOW_RUN_ID_FILE"] = idFile
@@ -148,7 +148,7 @@ func activityProps(_ payload: JSONValue) -> JSONValue? {
 extension EndToEnd {
     /// Serves the `suspended-release` deployment (suspend needs one) and starts a run of it; returns the run id.
     func runSuspendedDeployment() throws -> String {
-        var env = ProcessInfoLite.environment
+        var env = RelayMain.environment()
         env["PREFECT_API_URL"] = api
         env["PREFECT_API_AUTH_STRING"] = PrefectServer.authString
         env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"

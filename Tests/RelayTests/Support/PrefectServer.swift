@@ -21,7 +21,7 @@ actor PrefectServer {
     }
 
     static var binary: String {
-        ProcessInfoLite.environment["PREFECT_BIN"] ?? TestFiles.packageRoot + "/.venv/bin/prefect"
+        RelayMain.environment()["PREFECT_BIN"] ?? TestFiles.packageRoot + "/.venv/bin/prefect"
     }
 
     /// The venv's python, beside `prefect`.
@@ -39,7 +39,7 @@ actor PrefectServer {
         guard access(PrefectServer.binary, X_OK) == 0 else {
             throw TestFailure("no Prefect at \(PrefectServer.binary): run `make deps` (or set PREFECT_BIN)")
         }
-        var env = ProcessInfoLite.environment
+        var env = RelayMain.environment()
         env["PREFECT_HOME"] = home
         env["PREFECT_SERVER_API_AUTH_STRING"] = PrefectServer.authString
         env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
@@ -75,19 +75,6 @@ actor PrefectServer {
     }
 }
 
-/// The process environment as a dictionary (no Foundation).
-enum ProcessInfoLite {
-    static var environment: [String: String] {
-        var env: [String: String] = [:]
-        var cursor = environ
-        while let entry = cursor.pointee {
-            let text = String(cString: entry)
-            if let eq = text.firstIndex(of: "=") { env[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
-            cursor += 1
-        }
-        return env
-    }
-}
 
 /// The relay binary (`prefect-push`, built beside the tests) run as a child process on a free port.
 final class RelayProcess: @unchecked Sendable {
