@@ -162,7 +162,8 @@ struct Notifier: Sendable {
         guard !items.isEmpty else { return }
         let started = Clock.monotonic()
         let relay = self.relay
-        let delivered = await apns.fanOut(items) { push, device, delivery in
+        let delivered = await apns.fanOut(items) { index, delivery in
+            let (push, device) = items[index]
             await relay.delivered(delivery, push: push, device: device, runID: runID,
                                   seconds: Clock.monotonic() - receivedAt)
         }

@@ -1,4 +1,5 @@
 import RelayCore
+import Synchronization
 
 extension APNsClient {
     /// Sends `push` to `device` on the host of the device's stored environment (`push.environment` is
@@ -19,16 +20,10 @@ extension APNsClient {
         return delivery
     }
 
-    /// Delivers many pushes concurrently (they share each host's one connection) and returns the results in
-    /// the order given.
+    /// Delivers many pushes concurrently (through `fanOut`) and returns the results in the order given.
     func deliverAll(_ items: [(push: Push, device: Device)]) async -> [Delivery] {
-        await withTaskGroup(of: (Int, Delivery).self) { group in
-            for (index, item) in items.enumerated() {
-                group.addTask { (index, await self.deliver(item.push, to: item.device)) }
-            }
-            var results = [Delivery?](repeating: nil, count: items.count)
-            for await (index, delivery) in group { results[index] = delivery }
-            return results.map { $0! }
-        }
+        let results = Mutex([Delivery?](repeating: nil, count: items.count))
+        _ = await fanOut(items) { index, delivery in results.withLock { $0[index] = delivery } }
+        return results.withLock { $0.map { $0! } }
     }
 }

@@ -7,20 +7,21 @@ extension APNsClient {
     static let fanOutWindow = 2_048
 
     /// Delivers every item (`deliver(_:to:)`: the device rules included), at most `window` at a time, calling
-    /// `done` with each answer as it arrives. Returns how many were delivered.
+    /// `done` with each item's index and answer as it arrives. Returns how many were delivered.
     func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow,
-                done: @escaping @Sendable (_ push: Push, _ device: Device, _ delivery: Delivery) async -> Void) async -> Int {
+                done: @escaping @Sendable (_ index: Int, _ delivery: Delivery) async -> Void) async -> Int {
         await withTaskGroup(of: Bool.self) { group in
             var next = 0
             var finished = 0
             var delivered = 0
             while next < items.count || finished < next {
                 while next < items.count && next - finished < window {
-                    let item = items[next]
+                    let index = next
+                    let item = items[index]
                     next += 1
                     group.addTask {
                         let delivery = await self.deliver(item.push, to: item.device)
-                        await done(item.push, item.device, delivery)
+                        await done(index, delivery)
                         return delivery.outcome.isDelivered
                     }
                 }

@@ -43,7 +43,7 @@ public enum APNsLoad {
         _ = await client.deliver(warm.push, to: warm.device)
         let items = (1...pushes).map(item)
         let started = Clock.monotonic()
-        let delivered = await client.fanOut(items) { _, _, _ in }
+        let delivered = await client.fanOut(items) { _, _ in }
         let seconds = Clock.monotonic() - started
         return Result(pushes: pushes, delivered: delivered, seconds: seconds,
                       connectionsOpened: APNsConnection.linksOpenedTotal - opened)
