@@ -94,10 +94,10 @@ struct Notifier: Sendable {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return nil
         }
-        await relay.learned(runJSON: gathered.runJSON)
+        if let run = FlowRun(details: gathered.context.run) { await relay.learned(run) }
         if announcing && gathered.movedOn {
             Log.info("pause.already_over", ["run": pause.runID, "state": pause.stateID,
-                                            "now": gathered.runJSON["state"]?["name"]?.string ?? "?"])
+                                            "now": gathered.context.run.state?.name ?? "?"])
             return nil
         }
         var text = await withLiveEvents(&gathered.context, runID: pause.runID)

@@ -41,8 +41,7 @@ extension Relay {
     }
 
     /// A run read for an announce doubles as the watcher's source for the pause's timeout.
-    func learned(runJSON: JSONValue) {
-        guard let run = FlowRun(json: runJSON) else { return }
+    func learned(_ run: FlowRun) {
         apply(watcher.handle(.run(run), now: now()))
     }
 

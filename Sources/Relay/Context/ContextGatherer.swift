@@ -6,10 +6,10 @@ import RelayCore
 struct ContextGatherer: Sendable {
     let prefect: PrefectClient
 
-    /// What was read for one pause: the alert's inputs and the raw run (the watcher wants its timeout).
+    /// What was read for one pause: the alert's inputs (`context.run` is the run as read; the watcher wants its
+    /// timeout too).
     struct Gathered: Sendable {
         var context: PauseContext
-        var runJSON: JSONValue
         /// The run has already left this pause (a reconnect's backfill can replay a pause that is over).
         var movedOn: Bool
     }
@@ -49,7 +49,7 @@ struct ContextGatherer: Sendable {
         let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
         let context = PauseContext(run: run, flowName: name, inputRows: await rows, artifacts: artifactList,
                                    events: eventList)
-        return Gathered(context: context, runJSON: runJSON, movedOn: movedOn)
+        return Gathered(context: context, movedOn: movedOn)
     }
 
     /// Pauses before each re-read of a run that still shows a state from before the pause. The lag is a few ms to
