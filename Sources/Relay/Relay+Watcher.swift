@@ -65,6 +65,7 @@ extension Relay {
         apply(watcher.handle(.listing(runs), now: now()))
     }
 
+    /// `run` nil: Prefect answered 404, the run is gone.
     private func fetched(_ runID: String, _ run: FlowRun?) {
         apply(watcher.handle(run.map { .run($0) } ?? .runNotFound(runID: runID), now: now()))
     }
@@ -106,7 +107,13 @@ extension Relay {
                     Task {
                         let run = await prefect.flowRun(id: runID)
                         switch run {
-                        case .found(let json): await self.fetched(runID, FlowRun(json: json))
+                        case .found(let json):
+                            // An answer we can't read says nothing about the run: never end a pause on it.
+                            guard let read = FlowRun(json: json) else {
+                                Log.warn("prefect.run_unreadable", ["run": runID])
+                                return
+                            }
+                            await self.fetched(runID, read)
                         case .notFound: await self.fetched(runID, nil)
                         case .failed: break  // the next listing asks again
                         }
