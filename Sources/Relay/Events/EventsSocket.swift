@@ -47,7 +47,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
     init(config: Config, deliver: @escaping @Sendable (SocketMessage) -> Void,
-         random: @escaping @Sendable () -> Double = { Double(drand48()) }, now: @escaping @Sendable () -> Double = Clock.unixNow) {
+         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = Clock.unixNow) {
         url = config.prefectAPI
         authToken = config.prefectAuth
         authorization = config.prefectAuth.map { "Basic " + Base64.encode(Array($0.utf8)) }
