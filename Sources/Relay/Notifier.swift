@@ -1,8 +1,8 @@
 import RelayCore
 
 /// Turns the watcher's announce / remind / end decisions into APNs pushes (DESIGN.md §5): gathers the context,
-/// builds one `WaitingProps` per pause, and fans out to every device at once over the shared connections.
-/// Runs off the relay actor; store effects of APNs' answers (dead tokens, wrong host) go back through it.
+/// builds one `WaitingProps` per pause, writes every device's push to the outbox (through the relay, which owns
+/// the store), then fans out to every device at once over the shared connections. Runs off the relay actor.
 struct Notifier: Sendable {
     let relay: Relay
     let gatherer: ContextGatherer
@@ -14,91 +14,122 @@ struct Notifier: Sendable {
     /// How long APNs may hold an undelivered push when the pause has no timeout (Suspended runs).
     static let defaultExpiry: Int64 = 24 * 3600
 
-    func announce(_ pause: PauseRecord, _ origin: Watcher.Origin, receivedAt: Double) async {
-        let (flowID, flowName, pausedAt): (String?, String?, Double) = switch origin {
-        case .event(let event): (event.flowID, event.flowName, event.stateTimestamp)
-        case .run(let run): (run.flowID, nil, run.stateTimestamp)
+    /// Does one pause job; false when it could not (Prefect or the store failed) and should be tried again.
+    func perform(_ job: PauseJob, receivedAt: Double) async -> Bool {
+        switch job.kind {
+        case .announce(let origin): await announce(job.pause, origin, receivedAt: receivedAt)
+        case .remind(let minutes): await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt)
+        case .end: await end(job.pause, receivedAt: receivedAt)
+        }
+    }
+
+    /// Reads the context, then writes the props and every device's alert and Live Activity start to the outbox in
+    /// one transaction, then sends them. `origin` nil: a retry, with only the stored record to go on.
+    private func announce(_ pause: PauseRecord, _ origin: Watcher.Origin?, receivedAt: Double) async -> Bool {
+        let (flowID, flowName, pausedAt): (String?, String?, Double?) = switch origin {
+        case .event(let event)?: (event.flowID, event.flowName, event.stateTimestamp)
+        case .run(let run)?: (run.flowID, nil, run.stateTimestamp)
+        case nil: (nil, nil, nil)
         }
         // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
         async let registered = relay.devices()
-        guard let props = await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt,
-                                           announcing: true, receivedAt: receivedAt) else { return }
-        guard let apns else {
-            Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
-            return
+        let props: WaitingProps
+        switch await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt, announcing: true,
+                                receivedAt: receivedAt) {
+        case .built(let built): props = built
+        case .over: return true
+        case .unavailable: return false
         }
-        let devices = await registered
-        await relay.countAnnounced()
+        guard let devices = await registered else { return false }
         let stamp = Int64(now())
         let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
-        var items: [(push: Push, device: Device)] = []
-        for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
-            let deviceProps = props.forDevice(serverId: serverID)
-            let alert = Payloads.alert(deviceProps, stateID: pause.stateID)
-            // Built only when some phone here can start a Live Activity.
-            let start = group.contains { $0.startToken != nil } ? Payloads.liveActivityStart(deviceProps, now: stamp) : nil
-            for device in group {
-                items.append((push(alert, to: device.token, device, expiry: expiry), device))
-                if let startToken = device.startToken, let start {
-                    items.append((push(start, to: startToken, device, expiry: expiry), device))
+        var batches: [OutboxBatch] = []
+        if apns != nil {
+            for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
+                let deviceProps = props.forDevice(serverId: serverID)
+                batches.append(OutboxBatch(
+                    message: message(Payloads.alert(deviceProps, stateID: pause.stateID), .alert, pause, expiry: expiry),
+                    recipients: group.map { ($0, $0.token) }))
+                let starters = group.compactMap { device in device.startToken.map { (device, $0) } }
+                if !starters.isEmpty {
+                    // The start carries the state id as its collapse id too: a rare resend folds into one on the phone.
+                    var start = message(Payloads.liveActivityStart(deviceProps, now: stamp), .start, pause, expiry: expiry)
+                    start.collapseID = pause.stateID
+                    batches.append(OutboxBatch(message: start, recipients: starters))
                 }
             }
         }
-        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID, purpose: "announce")
+        guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded())) else { return false }
+        await relay.countAnnounced()
+        guard apns != nil else {
+            Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
+            return true
+        }
+        await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "announce")
+        return true
     }
 
-    func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double) async {
-        guard let props = await storedProps(pause) else { return }
-        guard let apns else { return }
-        let devices = await relay.devices()
+    private func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double) async -> Bool {
+        guard apns != nil else { return true }
+        guard let props = await storedProps(pause), let devices = await relay.devices() else { return false }
         let expiry = props.timeoutAt ?? Int64(now()) + 300
-        var items: [(push: Push, device: Device)] = []
+        var batches: [OutboxBatch] = []
         for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
             let reminder = Payloads.reminder(props.forDevice(serverId: serverID), stateID: pause.stateID,
                                              minutesLeft: minutesLeft)
-            for device in group { items.append((push(reminder, to: device.token, device, expiry: expiry), device)) }
+            batches.append(OutboxBatch(message: message(reminder, .reminder, pause, expiry: expiry),
+                                       recipients: group.map { ($0, $0.token) }))
         }
-        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID, purpose: "remind")
+        guard let items = await relay.enqueue(batches) else { return false }
+        await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "remind")
+        return true
     }
 
-    /// Ends the run's Live Activity on every phone that registered one, then forgets those tokens.
-    func end(_ pause: PauseRecord, receivedAt: Double) async {
-        let activities = await relay.activities(runID: pause.runID)
-        guard !activities.isEmpty else { return }
-        guard let apns else {
-            await relay.forgetActivities(runID: pause.runID)
-            return
-        }
-        guard let props = await storedProps(pause) else { return }
+    /// Ends the run's Live Activity on every phone that registered one; the end pushes are queued and the tokens
+    /// forgotten in one transaction.
+    private func end(_ pause: PauseRecord, receivedAt: Double) async -> Bool {
+        guard let activities = await relay.activities(runID: pause.runID) else { return false }
+        guard !activities.isEmpty else { return true }
+        guard apns != nil else { return await relay.enqueue([], forgetActivitiesOf: pause.runID) != nil }
+        guard let props = await storedProps(pause) else { return false }
         let stamp = Int64(now())
         let ended = pause.endedState ?? "Deleted"  // nil: the run is gone from the server
-        var items: [(push: Push, device: Device)] = []
-        for (device, token) in activities {
-            let message = Payloads.liveActivityEnd(props.forDevice(serverId: device.serverID), endedState: ended, now: stamp)
-            items.append((push(message, to: token, device, expiry: stamp + 3600), device))
+        let batches = activities.map { device, token in
+            let end = Payloads.liveActivityEnd(props.forDevice(serverId: device.serverID), endedState: ended, now: stamp)
+            return OutboxBatch(message: message(end, .end, pause, expiry: stamp + 3600), recipients: [(device, token)])
         }
-        await deliver(items, via: apns, receivedAt: receivedAt, runID: pause.runID, purpose: "end")
-        await relay.forgetActivities(runID: pause.runID)
+        guard let items = await relay.enqueue(batches, forgetActivitiesOf: pause.runID) else { return false }
+        await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "end")
+        return true
     }
 
     // MARK: - Props
 
-    /// Reads the run's context and builds the pause's props once; stores them for the reminder and the end.
+    /// What reading a pause's context came to.
+    private enum PropsResult {
+        case built(WaitingProps)
+        /// Announcing history: the run has already moved past the pause.
+        case over
+        /// Prefect could not be read (or gave nothing usable): try again later.
+        case unavailable
+    }
+
+    /// Reads the run's context and builds the pause's props (the announce stores them for the reminder and the end).
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
-                            announcing: Bool = false, receivedAt: Double = Clock.monotonic()) async -> WaitingProps? {
+                            announcing: Bool = false, receivedAt: Double = Clock.monotonic()) async -> PropsResult {
         guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
                                                    pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
                                                    flowName: flowName) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
-            return nil
+            return .unavailable
         }
         if let run = FlowRun(details: gathered.context.run) { await relay.learned(run) }
         if announcing && gathered.movedOn {
             Log.info("pause.already_over", ["run": pause.runID, "state": pause.stateID,
                                             "now": gathered.context.run.state?.name ?? "?"])
-            return nil
+            return .over
         }
         var text = await withLiveEvents(&gathered.context, runID: pause.runID)
         if announcing && text.contextSource == .none {
@@ -119,11 +150,10 @@ struct Notifier: Sendable {
                                  pauseTimeout: pause.timeoutAt.map { Timestamp.format(Double($0)) })
         }
         guard let props = WaitingProps(run: run, flowName: gathered.context.flowName, text: text, serverId: "",
-                                       uiRoot: uiRoot) else { return nil }
-        await relay.saveProps(stateID: pause.stateID, props: props.encoded())
+                                       uiRoot: uiRoot) else { return .unavailable }
         Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
                                 "context": text.contextSource.rawValue])
-        return props
+        return .built(props)
     }
 
     /// How long after its Paused event an announce with no context may wait for a late custom event.
@@ -143,30 +173,31 @@ struct Notifier: Sendable {
            let props = WaitingProps(json: json) {
             return props
         }
-        return await buildProps(pause, flowID: nil)
+        if case .built(let props) = await buildProps(pause, flowID: nil) { return props }
+        return nil
     }
 
     // MARK: - Sending
 
-    private func push(_ message: PushMessage, to token: String, _ device: Device, expiry: Int64) -> Push {
+    private func message(_ message: PushMessage, _ purpose: PushPurpose, _ pause: PauseRecord,
+                         expiry: Int64) -> OutboxMessage {
         let meta = message.metadata
-        return Push(kind: meta.pushType == .alert ? .alert : .liveactivity, deviceToken: token,
-                    environment: device.environment, topic: meta.topic(topic), priority: meta.priority,
-                    collapseID: meta.collapseID, expiration: expiry, payload: message.json)
+        return OutboxMessage(stateID: pause.stateID, runID: pause.runID, purpose: purpose,
+                             kind: meta.pushType == .alert ? .alert : .liveactivity, topic: meta.topic(topic),
+                             priority: meta.priority, collapseID: meta.collapseID, expiresAt: expiry,
+                             payload: message.json)
     }
 
-    /// Sends every item over the shared connections (`APNsClient.fanOut`); one `apns.fanout` line sums it up
-    /// (each push that fails is logged on its own as `apns.not_sent`).
-    private func deliver(_ items: [(push: Push, device: Device)], via apns: APNsClient, receivedAt: Double,
-                         runID: String?, purpose: String) async {
-        guard !items.isEmpty else { return }
+    /// Sends stored pushes over the shared connections (`APNsClient.fanOut`, each push tried once here: the outbox
+    /// owns retries) and settles each answer; one `apns.fanout` line sums it up.
+    func send(_ items: [OutboxItem], receivedAt: Double, runID: String?, purpose: String) async {
+        guard !items.isEmpty, let apns else { return }
         let started = Clock.monotonic()
         let relay = self.relay
-        let delivered = await apns.fanOut(items) { index, delivery in
-            let (push, device) = items[index]
-            await relay.delivered(delivery, push: push, device: device, runID: runID,
-                                  seconds: Clock.monotonic() - receivedAt)
+        let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries) { index, delivery in
+            await relay.settled(items[index], delivery, seconds: Clock.monotonic() - receivedAt)
         }
+        await relay.flushSettled()
         Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
                                  "delivered": String(delivered), "ms": String(Int((Clock.monotonic() - started) * 1000))])
     }

@@ -7,38 +7,27 @@ extension Relay {
     /// Custom events about the run seen live on the socket (see `RecentRunEvents`).
     func liveEvents(runID: String) -> [RunEvent] { recentEvents.events(for: runID) }
 
-    func devices() -> [Device] {
+    /// Every registered device; nil when the store could not be read (the caller tries again later).
+    func devices() -> [Device]? {
         do { return try store.allDevices() } catch {
             Log.error("store.failed", ["action": "devices", "error": "\(error)"])
-            return []
+            return nil
         }
     }
 
-    /// The run's activity tokens with their devices.
-    func activities(runID: String) -> [(Device, String)] {
+    /// The run's activity tokens with their devices; nil when the store could not be read.
+    func activities(runID: String) -> [(Device, String)]? {
         do {
             return try store.activityTokens(runID: runID).compactMap { entry in
                 try store.device(id: entry.deviceID).map { ($0, entry.token) }
             }
         } catch {
             Log.error("store.failed", ["action": "activities", "error": "\(error)"])
-            return []
-        }
-    }
-
-    func forgetActivities(runID: String) {
-        do { try store.deleteActivities(runID: runID) } catch {
-            Log.error("store.failed", ["action": "forget_activities", "error": "\(error)"])
+            return nil
         }
     }
 
     func props(stateID: String) -> String? { try? store.props(stateID: stateID) }
-
-    func saveProps(stateID: String, props: String) {
-        do { try store.setProps(stateID: stateID, props: props) } catch {
-            Log.error("store.failed", ["action": "save_props", "error": "\(error)"])
-        }
-    }
 
     /// A run read for an announce doubles as the watcher's source for the pause's timeout.
     func learned(_ run: FlowRun) {

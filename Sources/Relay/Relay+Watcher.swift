@@ -1,11 +1,15 @@
+import Glibc
 import RelayCore
 
 /// Driving the pure `Watcher` from the socket, the listing and the clock, and applying what it decides: store
 /// writes first (in order, on this actor), then the pushes they guard, off the actor so a slow phone or a slow
-/// Prefect read never holds up the next event.
+/// Prefect read never holds up the next event. A write the store refuses is undone in the watcher's memory too,
+/// and the run is read again later: memory never claims what the store does not hold.
 extension Relay {
     static let listingInterval: Double = 60
-    static let tickInterval: Double = 5
+    /// While the events socket is down, the listing is what finds pauses (REST may well still work).
+    static let disconnectedListingInterval: Double = 3
+    static let tickInterval: Double = 1
 
     /// One message from the events socket, in arrival order.
     func received(_ message: SocketMessage) {
@@ -37,10 +41,23 @@ extension Relay {
         }
     }
 
-    /// Every `tickInterval`: reminders and pruning; every `listingInterval`: the paused listing.
+    /// Every `tickInterval`: reminders and pruning, the paused listing when it is due, work to try again, stored
+    /// pushes that are due, and a look at the database file.
     func tick() {
-        apply(watcher.handle(.tick, now: now()))
-        if subscribed && now() - lastListing >= Relay.listingInterval { requestListing() }
+        guard store.fileIsStillOurs else {
+            // Writing on would go to an unlinked file that vanishes at exit: stop, so the supervisor restarts us on
+            // the file that is there now.
+            Log.error("store.lost", ["path": store.path, "fix": "the database file was deleted or replaced; restarting"])
+            exit(1)
+        }
+        let time = now()
+        apply(watcher.handle(.tick, now: time))
+        let interval = subscribed ? Relay.listingInterval : Relay.disconnectedListingInterval
+        if time - lastListing >= interval { requestListing() }
+        retryDueWork(now: time)
+        flushSettled()
+        drainOutbox()
+        if time - lastOutboxPrune >= 300 { pruneOutbox() }
     }
 
     func requestListing() {
@@ -67,11 +84,12 @@ extension Relay {
 
     /// `run` nil: Prefect answered 404, the run is gone.
     private func fetched(_ runID: String, _ run: FlowRun?) {
+        unrecordedRuns.succeeded(runID)
         apply(watcher.handle(run.map { .run($0) } ?? .runNotFound(runID: runID), now: now()))
     }
 
-    /// Applies the watcher's actions in order. A store write that fails stops the effect it guards: better one
-    /// missed push than a push the relay can't remember sending.
+    /// Applies the watcher's actions in order. A store write that fails stops the effect it guards and is undone
+    /// in the watcher, and the run is read again on the retry schedule: the step is taken again, not forgotten.
     func apply(_ actions: [Watcher.Action], receivedAt: Double = Clock.monotonic()) {
         var skipped: Set<String> = []
         for action in actions {
@@ -85,56 +103,131 @@ extension Relay {
                     if try !store.markReminded(stateID: stateID, at: at) { skipped.insert(stateID) }
                 case .markEnded(let stateID, let at, let state):
                     if try !store.markEnded(stateID: stateID, state: state, at: at) { skipped.insert(stateID) }
+                    drop(PauseJob.Kind.announce(nil), stateID: stateID)
                 case .prune(let before):
                     let pruned = try store.prunePauses(endedBefore: before)
                     if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
                 case .announce(let pause, let origin):
                     guard !skipped.contains(pause.stateID) else { continue }
                     Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
-                    background { notifier in await notifier.announce(pause, origin, receivedAt: receivedAt) }
+                    start(PauseJob(.announce(origin), pause), receivedAt: receivedAt)
                 case .remind(let pause, let minutes):
                     guard !skipped.contains(pause.stateID) else { continue }
                     metrics.reminded += 1
                     Log.info("pause.remind", ["run": pause.runID, "state": pause.stateID, "minutes_left": String(minutes)])
-                    background { notifier in await notifier.remind(pause, minutesLeft: minutes, receivedAt: receivedAt) }
+                    start(PauseJob(.remind(minutesLeft: minutes), pause), receivedAt: receivedAt)
                 case .end(let pause):
                     guard !skipped.contains(pause.stateID) else { continue }
                     metrics.ended += 1
                     Log.info("pause.end", ["run": pause.runID, "state": pause.stateID, "ended": pause.endedState ?? "?"])
-                    background { notifier in await notifier.end(pause, receivedAt: receivedAt) }
+                    start(PauseJob(.end, pause), receivedAt: receivedAt)
                 case .fetchRun(let runID):
-                    let prefect = self.prefect
-                    Task {
-                        let run = await prefect.flowRun(id: runID)
-                        switch run {
-                        case .found(let json):
-                            // An answer we can't read says nothing about the run: never end a pause on it.
-                            guard let read = FlowRun(json: json) else {
-                                Log.warn("prefect.run_unreadable", ["run": runID])
-                                return
-                            }
-                            await self.fetched(runID, read)
-                        case .notFound: await self.fetched(runID, nil)
-                        case .failed: break  // the next listing asks again
-                        }
-                    }
+                    fetchRun(runID)
                 }
             } catch {
                 Log.error("store.failed", ["action": "\(action)".prefix(60).description, "error": "\(error)"])
-                if case .record(let pause) = action { skipped.insert(pause.stateID) }
+                storeRefused(action, skipped: &skipped)
             }
         }
     }
 
+    /// The store could not write `action`: undo it in memory, skip what it guards, and read the run again later.
+    private func storeRefused(_ action: Watcher.Action, skipped: inout Set<String>) {
+        watcher.revert(action)
+        switch action {
+        case .record(let pause):
+            skipped.insert(pause.stateID)
+            unrecordedRuns.failed(pause.runID, now: now(), random: Double.random(in: 0..<1))
+        case .markReminded(let stateID, _):
+            skipped.insert(stateID)  // the next tick decides the reminder again
+        case .markEnded(let stateID, _, _):
+            skipped.insert(stateID)
+            if let runID = watcher.pauses[stateID]?.runID {
+                unrecordedRuns.failed(runID, now: now(), random: Double.random(in: 0..<1))
+            }
+        default:
+            break
+        }
+    }
+
+    private func fetchRun(_ runID: String) {
+        let prefect = self.prefect
+        Task {
+            switch await prefect.flowRun(id: runID) {
+            case .found(let json):
+                // An answer we can't read says nothing about the run: never end a pause on it.
+                guard let read = FlowRun(json: json) else {
+                    Log.warn("prefect.run_unreadable", ["run": runID])
+                    return
+                }
+                await self.fetched(runID, read)
+            case .notFound: await self.fetched(runID, nil)
+            case .failed: await self.runReadFailed(runID)
+            }
+        }
+    }
+
+    /// A run we must read again (its state could not be recorded) could not be read: later, on the schedule.
+    private func runReadFailed(_ runID: String) {
+        guard unrecordedRuns.contains(runID) else { return }  // otherwise the next listing asks again
+        unrecordedRuns.failed(runID, now: now(), random: Double.random(in: 0..<1))
+    }
+
+    // MARK: - Jobs
+
+    /// Runs a pause job off the actor (one per key at a time); a failure keeps it for `retryDueWork`.
+    func start(_ job: PauseJob, receivedAt: Double = Clock.monotonic()) {
+        jobs[job.key] = job
+        guard runningJobs.insert(job.key).inserted else { return }
+        background { notifier in
+            let done = await notifier.perform(job, receivedAt: receivedAt)
+            await self.finished(job, done: done)
+        }
+    }
+
+    private func finished(_ job: PauseJob, done: Bool) {
+        runningJobs.remove(job.key)
+        if done {
+            jobs[job.key] = nil
+            jobRetries.succeeded(job.key)
+        } else {
+            let delay = jobRetries.failed(job.key, now: now(), random: Double.random(in: 0..<1))
+            Log.warn("pause.retry", ["job": job.key, "run": job.pause.runID, "in_ms": String(Int(delay * 1000))])
+        }
+    }
+
+    private func drop(_ kind: PauseJob.Kind, stateID: String) {
+        guard let pause = watcher.pauses[stateID] else { return }
+        let key = PauseJob(kind, pause).key
+        jobs[key] = nil
+        jobRetries.succeeded(key)
+    }
+
+    /// Jobs and run reads whose retry time has come, while they still matter.
+    private func retryDueWork(now time: Double) {
+        for key in jobRetries.due(now: time) where !runningJobs.contains(key) {
+            guard let job = jobs[key], job.isWorthRetrying(current: watcher.pauses[job.pause.stateID], now: time) else {
+                jobs[key] = nil
+                jobRetries.succeeded(key)
+                continue
+            }
+            start(job)
+        }
+        for runID in unrecordedRuns.due(now: time) {
+            unrecordedRuns.failed(runID, now: time, random: Double.random(in: 0..<1))  // until the answer comes
+            fetchRun(runID)
+        }
+    }
+
     /// Runs push work off the actor, counted so shutdown can wait for it.
-    private func background(_ work: @escaping @Sendable (Notifier) async -> Void) {
+    func background(_ work: @escaping @Sendable (Notifier) async -> Void) {
         guard let notifier else { return }
-        inFlight += 1
+        backgroundWork += 1
         Task {
             await work(notifier)
             await self.finishedBackground()
         }
     }
 
-    private func finishedBackground() { inFlight -= 1 }
+    private func finishedBackground() { backgroundWork -= 1 }
 }

@@ -14,13 +14,35 @@ actor Relay {
     var recentEvents = RecentRunEvents()
     /// Set once at start-up, before any event arrives (it needs the relay itself).
     var notifier: Notifier?
-    /// Announce / remind / end work still running (shutdown waits for it, bounded).
-    var inFlight = 0
+    /// Announce / remind / end work and outbox sends still running (shutdown waits for it, bounded).
+    var backgroundWork = 0
+    /// Pause jobs owed and not yet done (see `PauseJob`), their retry times, and the ones running now.
+    var jobs: [String: PauseJob] = [:]
+    var jobRetries = RetryTimes()
+    var runningJobs: Set<String> = []
+    /// Runs whose latest state could not be recorded (store failure): read again on the retry schedule.
+    var unrecordedRuns = RetryTimes()
+    /// Outbox rows being sent now (never picked up twice), answers waiting to be written, and when the soonest
+    /// stored push is due (unix ms; nil: nothing stored).
+    var sending: Set<Int64> = []
+    var settling: [(id: Int64, verdict: OutboxVerdict)] = []
+    var nextDueMs: Int64?
+    var lastOutboxPrune = 0.0
+    let schedule = OutboxSchedule()
     let now: @Sendable () -> Double
 
     init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool,
          now: @escaping @Sendable () -> Double = Clock.unixNow) throws {
         watcher = Watcher(pauses: try store.allPauses())
+        // Pauses whose announce never reached the outbox before the last stop, and pushes still stored: both resume.
+        let started = now()
+        for stateID in try store.unannouncedPauses() {
+            guard let pause = watcher.pauses[stateID] else { continue }
+            let job = PauseJob(.announce(nil), pause)
+            jobs[job.key] = job
+            jobRetries.now(job.key, at: started)
+        }
+        nextDueMs = try store.nextDueMs()
         self.store = store
         self.prefect = prefect
         self.apnsConfigured = apnsConfigured
@@ -41,6 +63,7 @@ actor Relay {
     func metricsText() -> String {
         var metrics = self.metrics
         metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
+        metrics.outboxPending = (try? store.outboxCount()) ?? 0
         return metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
                        residentBytes: ProcessStatus.residentBytes())
     }
@@ -95,13 +118,18 @@ actor Relay {
 
     private func storageFailure(_ error: any Error) -> APIResponse {
         Log.error("store.failed", ["error": "\(error)"])
+        if let sqlite = error as? SQLiteError, ["busy", "full"].contains(sqlite.kind) {
+            // Passing: another process holds the lock, or the disk is full for now. Nothing was written.
+            return APIError.unavailable("the registry is \(sqlite.kind == "busy" ? "locked by another process" : "on a full disk")"
+                                        + "; nothing was changed, try again in a few seconds").response
+        }
         return APIError(status: 500, message: "the registry could not be read or written; see the relay's log").response
     }
 }
 
 extension Relay {
-    /// Closes the store at shutdown (WAL checkpointed, file handle released).
-    func close() {
+    /// Checkpoints the store's WAL at shutdown (the connection itself closes with the process).
+    func checkpoint() {
         do { try store.database.execute("PRAGMA wal_checkpoint(TRUNCATE)") } catch {
             Log.warn("store.checkpoint_failed", ["error": "\(error)"])
         }

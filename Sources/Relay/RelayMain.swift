@@ -145,13 +145,14 @@ public enum RelayMain {
         ticker.cancel()
         // Let pushes already under way finish (bounded), then close everything in reverse order.
         let deadline = Clock.monotonic() + 5
-        while await relay.inFlight > 0 && Clock.monotonic() < deadline {
+        while await relay.backgroundWork > 0 && Clock.monotonic() < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
         apns?.shutdown()
         loop.stop()
         socketSink.finish()
-        await relay.close()
+        await relay.flushSettled()
+        await relay.checkpoint()
         Log.info("relay.stopped")
         exit(0)
     }

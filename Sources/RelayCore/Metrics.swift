@@ -8,6 +8,10 @@ public struct Metrics: Sendable {
     public var reconnects = 0
     public var subscribed = false
     public var apnsConnectionsOpened = 0
+    /// Stored pushes rescheduled after a 429/5xx, a timeout or a lost connection.
+    public var pushRetries = 0
+    /// Pushes stored in the outbox, not yet answered (a gauge the relay sets when rendering).
+    public var outboxPending = 0
     /// Pushes by kind ("alert", "liveactivity") and outcome ("200", "410 Unregistered", "failed timeout", …).
     public private(set) var pushes: [PushKey: Int] = [:]
     /// Seconds from the event's arrival to APNs' answer, per push.
@@ -44,6 +48,10 @@ public struct Metrics: Sendable {
         metric("prefect_push_pushes_total", "counter", "APNs pushes by kind and outcome.", pushSamples)
         out += latency.render(name: "prefect_push_event_to_apns_seconds",
                               help: "Seconds from a pause event's arrival to APNs' answer, per push.")
+        metric("prefect_push_push_retries_total", "counter", "Stored pushes scheduled again after no usable answer.",
+               [("", String(pushRetries))])
+        metric("prefect_push_outbox_pending", "gauge", "Pushes stored in the outbox and not yet answered.",
+               [("", String(outboxPending))])
         metric("prefect_push_apns_connections_opened_total", "counter", "APNs HTTP/2 connections opened.",
                [("", String(apnsConnectionsOpened))])
         metric("prefect_push_socket_reconnects_total", "counter", "Times the events socket dropped.",

@@ -8,7 +8,7 @@ extension APNsClient {
 
     /// Delivers every item (`deliver(_:to:)`: the device rules included), at most `window` at a time, calling
     /// `done` with each item's index and answer as it arrives. Returns how many were delivered.
-    func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow,
+    func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: RetryPolicy? = nil,
                 done: @escaping @Sendable (_ index: Int, _ delivery: Delivery) async -> Void) async -> Int {
         await withTaskGroup(of: Bool.self) { group in
             var next = 0
@@ -20,7 +20,7 @@ extension APNsClient {
                     let item = items[index]
                     next += 1
                     group.addTask {
-                        let delivery = await self.deliver(item.push, to: item.device)
+                        let delivery = await self.deliver(item.push, to: item.device, retry: retry)
                         await done(index, delivery)
                         return delivery.outcome.isDelivered
                     }

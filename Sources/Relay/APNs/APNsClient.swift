@@ -59,7 +59,8 @@ final class APNsClient: Sendable {
     // MARK: - Sending
 
     /// Sends one push to `push.environment`'s host, retrying per the rules above, and logs each answer.
-    func send(_ push: Push) async -> APNsOutcome {
+    func send(_ push: Push, retry: RetryPolicy? = nil) async -> APNsOutcome {
+        let retry = retry ?? self.retry
         var token: String
         do { token = try signer.token() } catch {
             Log.error("apns.sign_failed", ["error": error.description])
@@ -79,7 +80,12 @@ final class APNsClient: Sendable {
                 if renewal.isNew { connection(for: push.environment).recycle() }
             case .retryLater:
                 retries += 1
-                guard let delay = retry.delayMs(retry: retries, random: Double.random(in: 0..<1)) else { return outcome }
+                guard var delay = retry.delayMs(retry: retries, random: Double.random(in: 0..<1)) else { return outcome }
+                if case .rejected(let rejection) = outcome, let asked = rejection.retryAfter {
+                    // APNs said how long: waiting less only earns another 429.
+                    guard asked * 1000 <= retry.maxMs * 4 else { return outcome }
+                    delay = max(delay, asked * 1000)
+                }
                 try? await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000)
             default:
                 return outcome
@@ -104,12 +110,13 @@ final class APNsClient: Sendable {
     /// Turns the wire result into a domain outcome, reading `{"reason","timestamp"}` from error bodies.
     static func outcome(of exchange: APNsExchange) -> APNsOutcome {
         switch exchange {
-        case .response(200, let apnsID, _):
+        case .response(200, let apnsID, _, _):
             return .delivered(apnsID: apnsID)
-        case .response(let status, let apnsID, let body):
+        case .response(let status, let apnsID, let body, let retryAfter):
             let json = try? JSONParser.parse(body)
             let reason = json?["reason"]?.string.map(APNsReason.init(rawValue:))
-            return .rejected(APNsRejection(status: status, reason: reason, timestamp: json?["timestamp"]?.int, apnsID: apnsID))
+            return .rejected(APNsRejection(status: status, reason: reason, timestamp: json?["timestamp"]?.int, apnsID: apnsID,
+                                           retryAfter: retryAfter))
         case .notSent(let why): return .unreachable(why)
         case .lost(let why): return .connectionLost(why)
         case .timedOut: return .timedOut

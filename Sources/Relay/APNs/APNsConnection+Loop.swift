@@ -64,10 +64,15 @@ extension APNsConnection {
     private func checkHealth(of link: APNsLink, now: Int64) {
         if let sent = link.pingSentAt {
             if now - sent >= Int64(options.pingTimeoutMs) { link.failure = "no PING ack in \(options.pingTimeoutMs) ms" }
-        } else if now - link.lastReadAt >= Int64(options.pingIntervalMs) {
+        } else if now >= nextPing(of: link) {
             link.ping(now: now)
             link.transmit()
         }
+    }
+
+    /// When a quiet link is PINGed: soon while answers are owed, after a long idle otherwise.
+    private func nextPing(of link: APNsLink) -> Int64 {
+        link.lastReadAt + Int64(link.streams.isEmpty ? options.pingIntervalMs : min(options.busyPingMs, options.pingIntervalMs))
     }
 
     /// Drops a link: its unanswered-but-unsent pushes go back to the front of the queue for a fresh link.
@@ -89,7 +94,7 @@ extension APNsConnection {
         if !waiting.isEmpty || !(link?.streams.isEmpty ?? true) { soonest(nextExpiryCheck) }
         if link == nil, !waiting.isEmpty { soonest(nextConnectAt) }
         if let link {
-            soonest(link.pingSentAt.map { $0 + Int64(options.pingTimeoutMs) } ?? link.lastReadAt + Int64(options.pingIntervalMs))
+            soonest(link.pingSentAt.map { $0 + Int64(options.pingTimeoutMs) } ?? nextPing(of: link))
         }
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         if let link {

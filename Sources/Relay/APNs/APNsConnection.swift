@@ -15,7 +15,10 @@ final class APNsConnection: @unchecked Sendable {
         var connectTimeoutMs = 5_000
         /// PING after this long without reading anything, and drop the link if the ack takes `pingTimeoutMs`.
         var pingIntervalMs = 45_000
-        var pingTimeoutMs = 10_000
+        /// The same while requests are waiting for an answer: a link that went silent under load (or accepted TLS
+        /// and never spoke HTTP/2) is replaced within `busyPingMs + pingTimeoutMs`, well inside 10 s.
+        var busyPingMs = 3_000
+        var pingTimeoutMs = 5_000
         /// Minimum gap before reconnecting after a failure: APNs treats connection churn as an attack.
         var reconnectDelayMs = 1_000
         /// Upper bound on concurrent streams whatever the peer allows.

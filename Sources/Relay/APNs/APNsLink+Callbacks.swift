@@ -1,4 +1,5 @@
 import CNGHTTP2
+import RelayCore
 
 // nghttp2 entry points for `APNsLink`. Each is a private top-level function (C cannot call closures that
 // capture); `user_data` is the link, borrowed, and the stream user data is the `PendingPush` box, owned by
@@ -88,6 +89,8 @@ private func onLinkHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nght
         push.status = Int(text())
     } else if key == "apns-id" {
         push.apnsID = String(text().prefix(64))
+    } else if key == "retry-after" {
+        push.retryAfter = RetryAfter.seconds(text())
     }
     return 0
 }

@@ -82,7 +82,7 @@ final class APNsLink {
         guard let push = takeBox(streamID), !push.isFinished else { return }
         if let status = push.status {
             if status == 200 { confirmed = true }
-            push.finish(.response(status: status, apnsID: push.apnsID, body: push.responseBody))
+            push.finish(.response(status: status, apnsID: push.apnsID, body: push.responseBody, retryAfter: push.retryAfter))
         } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || !push.sent {
             push.resetForResend()
             resend.append(push)

@@ -7,7 +7,8 @@ struct APNsRequest: Sendable {
 
 /// What one request to one host came to at the HTTP/2 level, before classification.
 enum APNsExchange: Sendable, Equatable {
-    case response(status: Int, apnsID: String?, body: [UInt8])
+    /// `retryAfter`: the `Retry-After` header in seconds (429 and 503 may carry it).
+    case response(status: Int, apnsID: String?, body: [UInt8], retryAfter: Int? = nil)
     /// Never left this process (no connection, or closed first): a retry cannot double-send.
     case notSent(String)
     /// Went out, but the connection died before an answer: it may have been delivered.
@@ -36,6 +37,7 @@ final class PendingPush: @unchecked Sendable {
     var sent = false
     var status: Int?
     var apnsID: String?
+    var retryAfter: Int?
     var responseBody: [UInt8] = []
 
     init(request: APNsRequest, deadline: Int64, continuation: CheckedContinuation<APNsExchange, Never>) {
@@ -65,6 +67,7 @@ final class PendingPush: @unchecked Sendable {
         sent = false
         status = nil
         apnsID = nil
+        retryAfter = nil
         responseBody = []
     }
 }

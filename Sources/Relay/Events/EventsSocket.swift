@@ -60,10 +60,11 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         retryTable = .allocate(capacity: 1)
         retryTable.initialize(to: 1000)
         retryPolicy = .allocate(capacity: 1)
-        // Server PINGs every 20 s; if nothing valid arrives for 45 s we PING, and hang up at 70 s.
+        // Prefect PINGs every 20 s; if nothing valid arrives for 10 s we PING too, and a socket that stays silent
+        // for 25 s (open but blackholed) is hung up and replaced: a stalled socket is noticed within 30 s.
         retryPolicy.initialize(to: lws_retry_bo_t(retry_ms_table: UnsafePointer(retryTable), retry_ms_table_count: 1,
-                                                  conceal_count: 0, secs_since_valid_ping: 45,
-                                                  secs_since_valid_hangup: 70, jitter_percent: 0))
+                                                  conceal_count: 0, secs_since_valid_ping: 10,
+                                                  secs_since_valid_hangup: 25, jitter_percent: 0))
     }
 
     deinit {
@@ -116,7 +117,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         outbox.removeAll()
         inbox.removeAll()
         guard !stopped else { return }
-        var delay = backoff.failed(now: now(), random: random())
+        var delay = backoff.failed(random: random())
         if let closeNote, closeNote.hasPrefix("1008") {
             delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
         }
@@ -208,7 +209,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         switch message["type"]?.string {
         case "auth_success":
             phase = .subscribed
-            backoff.connected(now: now())
+            backoff.connected()
             send(filterMessage())
             deliver(.subscribed)
         case "event":

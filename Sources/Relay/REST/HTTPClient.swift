@@ -3,10 +3,11 @@ import CWebSockets
 import Glibc
 import RelayCore
 
-/// A finished HTTP exchange with a peer: status and body (bounded).
+/// A finished HTTP exchange with a peer: status, body (bounded) and `Retry-After` in seconds, if sent.
 struct HTTPReply: Sendable {
     let status: Int
     let body: [UInt8]
+    var retryAfter: Int? = nil
 }
 
 /// Why an HTTP call got no answer: the peer was unreachable, too slow, or answered too much.
@@ -36,6 +37,7 @@ final class HTTPClient: LWSHandler, @unchecked Sendable {
         let call: HTTPCall
         let continuation: CheckedContinuation<Result<HTTPReply, HTTPFailure>, Never>
         var status = 0
+        var retryAfter: Int?
         var body: [UInt8] = []
         var sentBody = false
         var finished = false
@@ -132,6 +134,7 @@ final class HTTPClient: LWSHandler, @unchecked Sendable {
             return lws_write(wsi, buffer + CShims_LWS_PRE, body.count, LWS_WRITE_HTTP_FINAL) < 0 ? -1 : 0
         case LWS_CALLBACK_ESTABLISHED_CLIENT_HTTP:
             p.status = Int(lws_http_client_http_response(wsi))
+            if p.status == 429 || p.status == 503 { p.retryAfter = HTTPClient.retryAfter(wsi) }
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, p.call.timeoutSeconds)
             return 0
         case LWS_CALLBACK_RECEIVE_CLIENT_HTTP:
@@ -150,7 +153,7 @@ final class HTTPClient: LWSHandler, @unchecked Sendable {
             p.body.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
             return 0
         case LWS_CALLBACK_COMPLETED_CLIENT_HTTP:
-            finish(id, .success(HTTPReply(status: p.status, body: p.body)))
+            finish(id, .success(HTTPReply(status: p.status, body: p.body, retryAfter: p.retryAfter)))
             return -1  // one call per connection: close it now
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
@@ -179,5 +182,15 @@ final class HTTPClient: LWSHandler, @unchecked Sendable {
                                             Int32(strlen(v)), cursor, end)
             }
         }
+    }
+}
+
+extension HTTPClient {
+    /// The answer's `Retry-After` header in seconds (lws keeps it among its known headers). Loop thread only.
+    fileprivate static func retryAfter(_ wsi: OpaquePointer?) -> Int? {
+        var text = [CChar](repeating: 0, count: 32)
+        let length = text.withUnsafeMutableBufferPointer { lws_hdr_copy(wsi, $0.baseAddress, 32, WSI_TOKEN_HTTP_RETRY_AFTER) }
+        guard length > 0 else { return nil }
+        return RetryAfter.seconds(String(decoding: text.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 }

@@ -2,7 +2,8 @@ import RelayCore
 
 /// REST calls to the watched Prefect server (DESIGN.md §1), over the loop's `HTTPClient`.
 /// The relay's own calls carry `Authorization: Basic base64(PREFECT_API_AUTH_STRING)`; the credential check
-/// forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") is retried with backoff.
+/// forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") and 429 (a rate limit) are
+/// retried with backoff, waiting at least what `Retry-After` asks (bounded by `longestRetryWait`).
 struct PrefectClient: Sendable {
     let api: HTTPURL
     let ownAuthorization: String?
@@ -20,7 +21,12 @@ struct PrefectClient: Sendable {
         return result.map(\.status)
     }
 
-    /// A JSON call with the relay's own credential; retries 503 up to `retries` times (0.2 s, 0.4 s, …).
+    /// The longest a single call waits on a server's `Retry-After` before giving up to its caller (who retries
+    /// on its own schedule: the tick, the listing).
+    static let longestRetryWait = 10
+
+    /// A JSON call with the relay's own credential; retries 503 and 429 up to `retries` times (0.2 s, 0.4 s, …,
+    /// or `Retry-After`).
     func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3) async -> Result<HTTPReply, HTTPFailure> {
         await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries)
     }
@@ -36,9 +42,11 @@ struct PrefectClient: Sendable {
         var attempt = 0
         while true {
             let result = await http.send(request)
-            if case .success(let reply) = result, reply.status == 503, attempt < retries {
+            if case .success(let reply) = result, reply.status == 503 || reply.status == 429, attempt < retries {
                 attempt += 1
-                try? await Task.sleep(for: .milliseconds(200 << (attempt - 1)))
+                let asked = reply.retryAfter ?? 0
+                guard asked <= PrefectClient.longestRetryWait else { return result }
+                try? await Task.sleep(for: .milliseconds(max(200 << (attempt - 1), asked * 1000)))
                 continue
             }
             return result

@@ -90,4 +90,7 @@ final class Database {
 
     /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
     var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// The rowid of the last successful INSERT on this connection.
+    var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 }

@@ -8,7 +8,13 @@ extension Store {
     /// misbehaving client from growing the table without end. The least recently set tokens go first.
     static let maxActivitiesPerDevice = 64
 
-    private static let deviceColumns = "id, token, start_token, environment, server_id, created_at, updated_at"
+    static let deviceColumns = deviceColumns(prefix: "")
+
+    /// The columns `device(from:offset:)` reads, each qualified by `prefix` (a table alias in a join).
+    static func deviceColumns(prefix: String) -> String {
+        ["id", "token", "start_token", "environment", "server_id", "created_at", "updated_at"]
+            .map { prefix + $0 }.joined(separator: ", ")
+    }
 
     /// Registers or refreshes a phone (upsert by id). Registering is a full refresh: every field is replaced,
     /// so a registration without a start token clears the stored one. `created_at` is kept from the first time.
@@ -107,14 +113,17 @@ extension Store {
 
     // MARK: - Rows
 
-    private static func device(from row: Statement) throws -> Device {
-        let raw = row.string(3)
+    private static func device(from row: Statement) throws -> Device { try device(from: row, offset: 0) }
+
+    /// A device from `deviceColumns`, starting at column `offset`.
+    static func device(from row: Statement, offset: Int32) throws -> Device {
+        let raw = row.string(offset + 3)
         guard let environment = APNsEnvironment(rawValue: raw) else {
             // The CHECK constraint makes this unreachable unless the file was edited by hand.
             throw SQLiteError(code: SQLITE_CORRUPT, message: "device has unknown environment '\(raw.prefix(40))'")
         }
-        return Device(id: row.string(0), token: row.string(1), startToken: row.optionalString(2),
-                      environment: environment, serverID: row.string(4),
-                      createdAt: row.int64(5), updatedAt: row.int64(6))
+        return Device(id: row.string(offset), token: row.string(offset + 1), startToken: row.optionalString(offset + 2),
+                      environment: environment, serverID: row.string(offset + 4),
+                      createdAt: row.int64(offset + 5), updatedAt: row.int64(offset + 6))
     }
 }

@@ -42,11 +42,29 @@ extension Store {
             """, [.text(stateID), .integer(time)]) > 0
     }
 
-    /// Ends a waiting pause with the run's new state name. True only the first time, so the activity is ended once.
+    /// Ends a waiting pause with the run's new state name, and drops its alert, start and reminder pushes still
+    /// queued (news about a run that moved on). True only the first time, so the activity is ended once.
     @discardableResult
     func markEnded(stateID: String, state: String?, at time: Int64) throws -> Bool {
-        try write("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL",
-                  [.text(stateID), .text(state), .integer(time)]) > 0
+        let end = try statement("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL")
+        let drop = try statement("""
+            DELETE FROM outbox WHERE message_id IN
+                (SELECT id FROM outbox_messages WHERE state_id = ?1 AND purpose IN ('alert', 'start', 'reminder'))
+            """)
+        return try database.transaction {
+            guard try end.execute([.text(stateID), .text(state), .integer(time)]) > 0 else { return false }
+            try drop.execute([.text(stateID)])
+            return true
+        }
+    }
+
+    /// Waiting pauses that were to be announced but whose alert never made it into the outbox (the context could
+    /// not be read, or the store failed): the relay tries them again.
+    func unannouncedPauses() throws -> [String] {
+        try read("""
+            SELECT state_id FROM pauses WHERE announced_at IS NOT NULL AND ended_at IS NULL AND props IS NULL
+            ORDER BY paused_at
+            """) { $0.string(0) }
     }
 
     /// Sets a pause's timeout once it is known (events don't carry it; the run read does).

@@ -45,5 +45,36 @@ extension Store {
         """
         ALTER TABLE pauses ADD COLUMN props TEXT;
         """,
+        // v3: the durable outbox. A fan-out writes its body once (outbox_messages) and one small row per token
+        // (outbox); a row lives until APNs has answered for it. Rows go with their device.
+        """
+        CREATE TABLE outbox_messages (
+            id INTEGER PRIMARY KEY,
+            state_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            purpose TEXT NOT NULL CHECK (purpose IN ('alert', 'start', 'reminder', 'end')),
+            push_type TEXT NOT NULL CHECK (push_type IN ('alert', 'liveactivity')),
+            topic TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            collapse_id TEXT,
+            expires_at INTEGER NOT NULL,
+            payload TEXT NOT NULL
+        ) STRICT;
+        CREATE INDEX outbox_messages_by_state ON outbox_messages (state_id);
+
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY,
+            message_id INTEGER NOT NULL REFERENCES outbox_messages (id) ON DELETE CASCADE,
+            device_id TEXT NOT NULL REFERENCES devices (id) ON DELETE CASCADE,
+            token TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            due_ms INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (message_id, token)
+        ) STRICT;
+        -- The drain reads due rows in order; deleting a device or a message finds its rows.
+        CREATE INDEX outbox_due ON outbox (due_ms);
+        CREATE INDEX outbox_by_device ON outbox (device_id);
+        CREATE INDEX outbox_by_message ON outbox (message_id);
+        """,
     ]
 }

@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 import RelayCore
 
 /// The relay's registry (DESIGN.md §6): phones, their live-activity tokens and the pauses seen so far.
@@ -10,6 +11,9 @@ final class Store {
     let database: Database
     /// Prepared statements keyed by their SQL. The SQL texts are literals in this type, so the cache is bounded.
     private var statements: [String: Statement] = [:]
+    /// The file's device and inode when it was opened: if the path later names another file (or none), the relay
+    /// would be writing to an unlinked file that vanishes at exit.
+    private let identity: (device: UInt64, inode: UInt64)?
 
     /// Opens the file at `path` (creating it on first boot), sets the connection up and brings the schema to
     /// the latest version. Throws a `StoreError` naming the path, the problem and the fix; never traps on a
@@ -25,14 +29,32 @@ final class Store {
             throw StoreError.diagnosing(error, path: path)
         }
         self.path = path
+        self.identity = Store.identity(of: path)
     }
+
+    /// Whether `path` still names the file this store opened. False when it was deleted or replaced underneath.
+    var fileIsStillOurs: Bool {
+        guard let identity else { return true }
+        guard let now = Store.identity(of: path) else { return false }
+        return now == identity
+    }
+
+    private static func identity(of path: String) -> (device: UInt64, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
+    }
+
+    static let busyTimeoutMs = 200
 
     // MARK: - Connection setup
 
     /// PRAGMAs are per connection and (except `journal_mode`) not stored in the file, so they run on every open.
     private static func configure(_ db: Database, path: String) throws {
-        // Wait up to 5 s for another connection's lock (a backup, an operator's sqlite3 shell) before failing.
-        try db.execute("PRAGMA busy_timeout = 5000")
+        // Wait at most 200 ms for another connection's write lock (a backup, an operator's sqlite3 shell): the
+        // store is used from the relay's one actor, so a longer wait would stall events and the API with it. A write
+        // that gives up fails cleanly and is tried again (pending pauses, the outbox), or answers 503 to a client.
+        try db.execute("PRAGMA busy_timeout = \(Store.busyTimeoutMs)")
         // SQLite quietly falls back to read-only for a write-protected file; say so now, not at the first write.
         if sqlite3_db_readonly(db.handle, "main") == 1 {
             throw SQLiteError(code: SQLITE_READONLY, message: "the file could only be opened read-only")
@@ -104,10 +126,12 @@ final class Store {
         return compiled
     }
 
-    /// Runs one write statement in its own transaction; returns the number of rows it changed.
+    /// Runs one write statement in its own transaction, or as part of the caller's when one is open (a fan-out
+    /// commits the pause's props with its outbox rows); returns the number of rows it changed.
     @discardableResult
     func write(_ sql: String, _ values: [SQLValue]) throws -> Int {
         let statement = try statement(sql)
+        if database.inTransaction { return try statement.execute(values) }
         return try database.transaction { try statement.execute(values) }
     }
 

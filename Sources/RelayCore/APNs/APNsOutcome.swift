@@ -61,12 +61,15 @@ public struct APNsRejection: Sendable, Equatable {
     public var reason: APNsReason?
     public var timestamp: Int64?
     public var apnsID: String?
+    /// `Retry-After` in seconds, when a 429 or 503 said how long to wait.
+    public var retryAfter: Int?
 
-    public init(status: Int, reason: APNsReason?, timestamp: Int64? = nil, apnsID: String? = nil) {
+    public init(status: Int, reason: APNsReason?, timestamp: Int64? = nil, apnsID: String? = nil, retryAfter: Int? = nil) {
         self.status = status
         self.reason = reason
         self.timestamp = timestamp
         self.apnsID = apnsID
+        self.retryAfter = retryAfter
     }
 }
 
@@ -99,6 +102,9 @@ public struct RetryPolicy: Sendable, Equatable {
         self.maxMs = maxMs
         self.jitter = jitter
     }
+
+    /// No retries: the caller keeps the push and retries on its own schedule (the outbox).
+    public static let noRetries = RetryPolicy(maxRetries: 0)
 
     /// The wait before retry number `retry` (1-based), or nil when retries are used up.
     public func delayMs(retry: Int, random: Double) -> Int? {

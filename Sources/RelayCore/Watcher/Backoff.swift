@@ -1,4 +1,4 @@
-/// Reconnect delays for the events socket (DESIGN.md §4): exponential with jitter, reset by a healthy minute.
+/// Reconnect delays for the events socket (DESIGN.md §4): exponential with jitter, reset by a subscribe.
 ///
 /// After the n-th failure in a row (n ≥ 1) the delay is
 ///
@@ -6,26 +6,22 @@
 ///
 /// so with the defaults (initial 1 s, maximum 60 s, jitter 0.25) the ceilings run 1, 2, 4, 8, 16, 32, 60,
 /// 60, … s and each delay falls in (¾·ceiling, ceiling]. Jitter only shortens, so the cap holds, and
-/// many relays restarted together spread out. A connection that stayed subscribed for at least
-/// `healthyAfter` (60 s) before it dropped resets the count: the next delay is the first one again.
+/// many relays restarted together spread out. A reconnect that got as far as subscribing resets the count:
+/// the server and the network worked, so a flapping link retries after a second, not after a minute.
 ///
 /// The random source is injected, so tests are exact; the relay passes its generator.
 public struct Backoff: Sendable, Equatable {
     public var initial: Double
     public var maximum: Double
     public var jitter: Double
-    public var healthyAfter: Double
     /// Failures since the last healthy connection.
     public private(set) var failures = 0
-    /// When the current connection subscribed, if it is up.
-    public private(set) var connectedAt: Double?
 
-    public init(initial: Double = 1, maximum: Double = 60, jitter: Double = 0.25, healthyAfter: Double = 60) {
+    public init(initial: Double = 1, maximum: Double = 60, jitter: Double = 0.25) {
         precondition(initial > 0 && maximum >= initial && (0...1).contains(jitter), "Backoff: bad parameters")
         self.initial = initial
         self.maximum = maximum
         self.jitter = jitter
-        self.healthyAfter = healthyAfter
     }
 
     /// The formula above, for the `failures`-th failure in a row and `random` in [0, 1).
@@ -39,21 +35,15 @@ public struct Backoff: Sendable, Equatable {
         return ceiling * (1 - jitter * unit)
     }
 
-    /// The socket subscribed (the healthy state starts now).
-    public mutating func connected(now: Double) {
-        connectedAt = now
+    /// The socket subscribed: the next failure waits the first delay again.
+    public mutating func connected() {
+        failures = 0
     }
 
     /// The socket closed or could not connect: the delay before the next attempt.
-    public mutating func failed(now: Double, random: Double) -> Double {
-        if let since = connectedAt, now - since >= healthyAfter { failures = 0 }
-        connectedAt = nil
+    public mutating func failed(random: Double) -> Double {
         failures += 1
         return Self.delay(failures: failures, random: random, initial: initial, maximum: maximum, jitter: jitter)
     }
 
-    /// As `failed(now:random:)`, drawing `random` from a generator.
-    public mutating func failed<G: RandomNumberGenerator>(now: Double, using generator: inout G) -> Double {
-        failed(now: now, random: Double.random(in: 0..<1, using: &generator))
-    }
 }

@@ -31,4 +31,9 @@ public struct RecentIDs: Sendable, Equatable {
         members.insert(id)
         return true
     }
+
+    /// Forgets `id` so it counts as new again (its slot in the ring is reused later as usual).
+    public mutating func remove(_ id: String) {
+        members.remove(id)
+    }
 }

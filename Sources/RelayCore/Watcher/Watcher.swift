@@ -143,6 +143,28 @@ public struct Watcher: Sendable {
         return actions
     }
 
+    /// Undoes in memory what a store action would have written, after the store failed to write it (locked,
+    /// full, gone), so memory never runs ahead of the store: the step is taken again the next time the pause is
+    /// seen (a run read, the listing, an event), instead of being remembered as done when nothing was kept.
+    /// `prune` needs nothing: a pause pruned from memory only, is pruned again after a restart.
+    public mutating func revert(_ action: Action) {
+        switch action {
+        case .record(let pause):
+            pauses[pause.stateID] = nil
+            exactStart[pause.stateID] = nil
+            seen.remove(pause.stateID)
+        case .setTimeout(let stateID, _):
+            pauses[stateID]?.timeoutAt = nil  // differs from the next read again, so it is written again
+        case .markReminded(let stateID, _):
+            pauses[stateID]?.remindedAt = nil
+        case .markEnded(let stateID, _, _):
+            pauses[stateID]?.endedAt = nil
+            pauses[stateID]?.endedState = nil
+        case .prune, .announce, .remind, .end, .fetchRun:
+            break
+        }
+    }
+
     // MARK: - Rules
 
     /// A REST view of a run: a pause to start (or learn the timeout of), or a state that ends its pause.

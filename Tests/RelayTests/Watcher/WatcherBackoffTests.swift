@@ -4,7 +4,7 @@ import Testing
 @Suite struct WatcherBackoffTests {
     @Test func doublesFromOneSecondToTheCap() {
         var backoff = Backoff()
-        let delays = (0..<9).map { i in backoff.failed(now: Double(i), random: 0) }
+        let delays = (0..<9).map { i in backoff.failed(random: 0) }
         #expect(delays == [1, 2, 4, 8, 16, 32, 60, 60, 60])
     }
 
@@ -15,27 +15,15 @@ import Testing
         #expect(Backoff.delay(failures: 0, random: 0) == 1)
     }
 
-    @Test func aHealthyMinuteResetsTheSequence() {
+    @Test func aSubscribeResetsTheSequence() {
         var backoff = Backoff()
-        _ = backoff.failed(now: 0, random: 0)
-        _ = backoff.failed(now: 1, random: 0)
-        #expect(backoff.failed(now: 3, random: 0) == 4)
-
-        backoff.connected(now: 10)
-        #expect(backoff.failed(now: 40, random: 0) == 8)  // up 30 s: not healthy, keep climbing
-
-        backoff.connected(now: 50)
-        #expect(backoff.failed(now: 110, random: 0) == 1)  // up 60 s: start over
+        _ = backoff.failed(random: 0)
+        _ = backoff.failed(random: 0)
+        #expect(backoff.failed(random: 0) == 4)
+        backoff.connected()
+        // A flapping link that subscribes every time never waits more than the first delay.
+        #expect(backoff.failed(random: 0) == 1)
         #expect(backoff.failures == 1)
-    }
-
-    @Test func drawsFromAnInjectedGenerator() {
-        struct Fixed: RandomNumberGenerator {
-            mutating func next() -> UInt64 { 0 }
-        }
-        var generator = Fixed()
-        var backoff = Backoff()
-        #expect(backoff.failed(now: 0, using: &generator) == 1)
-        #expect(backoff.failed(now: 1, using: &generator) == 2)
+        #expect(backoff.failed(random: 0) == 2)
     }
 }

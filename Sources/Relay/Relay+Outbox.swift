@@ -1,0 +1,96 @@
+import RelayCore
+
+/// The durable outbox's bookkeeping on the actor that owns the store: a fan-out is written before it is sent
+/// (`enqueue`), each answer is settled in batches (one transaction per `settleBatch` answers, not per push), and
+/// stored pushes that are due (after a restart, a lost connection, a 429/5xx) are sent again (`drainOutbox`).
+extension Relay {
+    /// Answers written per transaction. A kill between two flushes resends at most this many delivered pushes,
+    /// which `apns-collapse-id` folds into one notification on the phone.
+    static let settleBatch = 64
+
+    private func nowMs() -> Int64 { Int64(now() * 1000) }
+
+    /// Writes `batches` (and, in the same transaction, the announce's props) and returns the pushes to send now.
+    /// nil when the store refused: nothing was queued and the caller's job is tried again.
+    func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String)? = nil,
+                 forgetActivitiesOf runID: String? = nil) -> [OutboxItem]? {
+        do {
+            let items = try store.enqueue(batches, dueMs: nowMs()) {
+                if let props { try store.setProps(stateID: props.stateID, props: props.json) }
+                if let runID { try store.deleteActivities(runID: runID) }
+            }
+            for item in items { sending.insert(item.id) }
+            if !items.isEmpty { nextDueMs = min(nextDueMs ?? .max, nowMs()) }
+            return items
+        } catch {
+            Log.error("store.failed", ["action": "enqueue", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// One answer: metrics, what it means for the registry, and what becomes of the stored push.
+    func settled(_ item: OutboxItem, _ delivery: Delivery, seconds: Double) {
+        delivered(delivery, push: item.push, device: item.device, runID: item.runID, seconds: seconds)
+        let verdict = schedule.verdict(delivery.outcome, attempts: item.attempts + 1,
+                                       expiresAt: item.push.expiration ?? .max, now: now(),
+                                       random: Double.random(in: 0..<1))
+        if case .retry(let at) = verdict {
+            metrics.pushRetries += 1
+            nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000))
+        } else if !delivery.outcome.isDelivered {
+            Log.warn("apns.gave_up", ["device": Log.short(item.push.deviceToken), "for": item.purpose.rawValue,
+                                      "run": item.runID, "reason": delivery.outcome.label,
+                                      "attempts": String(item.attempts + 1)])
+        }
+        settling.append((item.id, verdict))
+        if settling.count >= Relay.settleBatch { flushSettled() }
+    }
+
+    /// Writes the answers gathered so far in one transaction. If the store refuses, they stay in memory (and their
+    /// pushes stay marked as being sent) until the next flush: nothing is sent twice meanwhile.
+    func flushSettled() {
+        guard !settling.isEmpty else { return }
+        do {
+            try store.settle(settling)
+            for (id, _) in settling { sending.remove(id) }
+            settling.removeAll(keepingCapacity: true)
+        } catch {
+            Log.error("store.failed", ["action": "settle", "pushes": String(settling.count), "error": "\(error)"])
+        }
+    }
+
+    /// Sends the stored pushes that are due and not already under way, at most a fan-out window at a time.
+    func drainOutbox() {
+        guard let due = nextDueMs, due <= nowMs(), notifier?.apns != nil else { return }
+        let room = APNsClient.fanOutWindow - sending.count
+        guard room > 0 else { return }
+        let items: [OutboxItem]
+        do {
+            items = Array(try store.duePushes(nowMs: nowMs(), limit: room + sending.count)
+                .filter { !sending.contains($0.id) }.prefix(room))
+            nextDueMs = try store.nextDueMs()
+        } catch {
+            Log.error("store.failed", ["action": "drain", "error": "\(error)"])
+            return
+        }
+        guard !items.isEmpty else {
+            // Only pushes already under way are due: look again when their answers are in.
+            if let next = nextDueMs, next <= nowMs(), sending.isEmpty { nextDueMs = nil }
+            return
+        }
+        for item in items { sending.insert(item.id) }
+        Log.info("outbox.resend", ["pushes": String(items.count)])
+        background { notifier in await notifier.send(items, receivedAt: Clock.monotonic(), runID: nil, purpose: "resend") }
+    }
+
+    /// Drops stored pushes past their expiry and message rows nothing refers to.
+    func pruneOutbox() {
+        lastOutboxPrune = now()
+        do {
+            let expired = try store.pruneOutbox(now: Int64(now()))
+            if expired > 0 { Log.warn("outbox.expired", ["pushes": String(expired)]) }
+        } catch {
+            Log.error("store.failed", ["action": "prune_outbox", "error": "\(error)"])
+        }
+    }
+}

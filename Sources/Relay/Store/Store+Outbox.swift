@@ -1,0 +1,99 @@
+import RelayCore
+
+// MARK: - Outbox
+
+extension Store {
+    /// Writes every batch (one message row, one row per recipient) and runs `alongside` in the same transaction, so
+    /// a fan-out and what it depends on (the pause's props, forgetting activity tokens) commit together or not at
+    /// all. Returns the stored items, in batch order, ready to send; `dueMs` is when a drain may pick them up.
+    func enqueue(_ batches: [OutboxBatch], dueMs: Int64, alongside: () throws -> Void = {}) throws -> [OutboxItem] {
+        let insertMessage = try statement("""
+            INSERT INTO outbox_messages (state_id, run_id, purpose, push_type, topic, priority, collapse_id, expires_at,
+                                         payload)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            """)
+        // A token already queued for the same message (a retried announce) keeps its row and its attempts.
+        let insertRow = try statement("""
+            INSERT INTO outbox (message_id, device_id, token, due_ms) VALUES (?1, ?2, ?3, ?4)
+            ON CONFLICT (message_id, token) DO NOTHING
+            """)
+        return try database.transaction {
+            try alongside()
+            var items: [OutboxItem] = []
+            for batch in batches where !batch.recipients.isEmpty {
+                let m = batch.message
+                try insertMessage.execute([
+                    .text(m.stateID), .text(m.runID), .text(m.purpose.rawValue), .text(m.kind.rawValue), .text(m.topic),
+                    .integer(Int64(m.priority)), .text(m.collapseID), .integer(m.expiresAt), .text(m.payload),
+                ])
+                let messageID = database.lastInsertedRowID
+                for (device, token) in batch.recipients {
+                    guard try insertRow.execute([.integer(messageID), .text(device.id), .text(token), .integer(dueMs)]) > 0
+                    else { continue }
+                    items.append(OutboxItem(id: database.lastInsertedRowID, purpose: m.purpose, stateID: m.stateID,
+                                            runID: m.runID, push: m.push(to: token, of: device), device: device,
+                                            attempts: 0))
+                }
+            }
+            return items
+        }
+    }
+
+    /// Up to `limit` stored pushes due by `nowMs`, soonest first, with each device as it is stored now (its
+    /// environment may have been corrected since the push was queued).
+    func duePushes(nowMs: Int64, limit: Int) throws -> [OutboxItem] {
+        try read("""
+            SELECT o.id, o.token, o.attempts, m.state_id, m.run_id, m.purpose, m.push_type, m.topic, m.priority,
+                   m.collapse_id, m.expires_at, m.payload, \(Store.deviceColumns(prefix: "d."))
+            FROM outbox o JOIN outbox_messages m ON m.id = o.message_id JOIN devices d ON d.id = o.device_id
+            WHERE o.due_ms <= ?1 ORDER BY o.due_ms, o.id LIMIT ?2
+            """, [.integer(nowMs), .integer(Int64(limit))]) { row in
+            let device = try Store.device(from: row, offset: 12)
+            let message = OutboxMessage(stateID: row.string(3), runID: row.string(4),
+                                        purpose: PushPurpose(rawValue: row.string(5)) ?? .alert,
+                                        kind: Push.Kind(rawValue: row.string(6)) ?? .alert, topic: row.string(7),
+                                        priority: Int(row.int64(8)), collapseID: row.optionalString(9),
+                                        expiresAt: row.int64(10), payload: row.string(11))
+            return OutboxItem(id: row.int64(0), purpose: message.purpose, stateID: message.stateID,
+                              runID: message.runID, push: message.push(to: row.string(1), of: device), device: device,
+                              attempts: Int(row.int64(2)))
+        }
+    }
+
+    /// When the soonest stored push is due (unix ms), or nil when the outbox is empty.
+    func nextDueMs() throws -> Int64? {
+        try read("SELECT min(due_ms) FROM outbox") { $0.optionalInt64(0) }.first ?? nil
+    }
+
+    func outboxCount() throws -> Int { try count("SELECT count(*) FROM outbox") }
+
+    /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled.
+    func settle(_ results: [(id: Int64, verdict: OutboxVerdict)]) throws {
+        guard !results.isEmpty else { return }
+        let delete = try statement("DELETE FROM outbox WHERE id = ?1")
+        let reschedule = try statement("UPDATE outbox SET attempts = attempts + 1, due_ms = ?2 WHERE id = ?1")
+        try database.transaction {
+            for (id, verdict) in results {
+                switch verdict {
+                case .settled: _ = try delete.execute([.integer(id)])
+                case .retry(let at): _ = try reschedule.execute([.integer(id), .integer(Int64(at * 1000))])
+                }
+            }
+        }
+    }
+
+    /// Drops what is no longer worth sending: pushes past their expiry, and message rows nothing points at.
+    /// Returns how many pushes were dropped unsent.
+    @discardableResult
+    func pruneOutbox(now: Int64) throws -> Int {
+        try database.transaction {
+            let expired = try statement("""
+                DELETE FROM outbox WHERE message_id IN (SELECT id FROM outbox_messages WHERE expires_at <= ?1)
+                """).execute([.integer(now)])
+            try statement("""
+                DELETE FROM outbox_messages WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = outbox_messages.id)
+                """).execute([])
+            return expired
+        }
+    }
+}

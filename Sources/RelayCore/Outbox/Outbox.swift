@@ -1,0 +1,135 @@
+/// The durable outbox (README "Delivery"): every push the relay decides to send is written to SQLite before it
+/// is sent and stays there until APNs has answered for it, so a restart, a lost connection or a 429/5xx never
+/// forgets it. These are its values; the store keeps them, the relay sends and settles them.
+
+/// Why a push is sent; one of each per pause and token at most.
+public enum PushPurpose: String, Sendable, Equatable, CaseIterable {
+    /// The pause's alert, to the device token.
+    case alert
+    /// The Live Activity start, to the push-to-start token.
+    case start
+    /// The one reminder before the pause times out.
+    case reminder
+    /// The Live Activity end, to the activity's update token.
+    case end
+
+    /// Worth sending only while the pause waits: an alert about a run that moved on is noise.
+    public var needsWaitingPause: Bool { self != .end }
+}
+
+/// One body for many tokens: what a fan-out writes once, whatever the number of devices.
+public struct OutboxMessage: Sendable, Equatable {
+    public var stateID: String
+    public var runID: String
+    public var purpose: PushPurpose
+    public var kind: Push.Kind
+    public var topic: String
+    public var priority: Int
+    public var collapseID: String?
+    /// Unix seconds (`apns-expiration`): after this the push is dropped unsent.
+    public var expiresAt: Int64
+    public var payload: String
+
+    public init(stateID: String, runID: String, purpose: PushPurpose, kind: Push.Kind, topic: String, priority: Int,
+                collapseID: String?, expiresAt: Int64, payload: String) {
+        self.stateID = stateID
+        self.runID = runID
+        self.purpose = purpose
+        self.kind = kind
+        self.topic = topic
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiresAt = expiresAt
+        self.payload = payload
+    }
+
+    /// The push to `token` of `device`, on the device's stored host.
+    public func push(to token: String, of device: Device) -> Push {
+        Push(kind: kind, deviceToken: token, environment: device.environment, topic: topic, priority: priority,
+             collapseID: collapseID, expiration: expiresAt, payload: payload)
+    }
+}
+
+/// A message and who gets it: the unit the store writes in one transaction.
+public struct OutboxBatch: Sendable, Equatable {
+    public var message: OutboxMessage
+    public var recipients: [(device: Device, token: String)]
+
+    public init(message: OutboxMessage, recipients: [(device: Device, token: String)]) {
+        self.message = message
+        self.recipients = recipients
+    }
+
+    public static func == (a: OutboxBatch, b: OutboxBatch) -> Bool {
+        a.message == b.message && a.recipients.elementsEqual(b.recipients) { $0.device == $1.device && $0.token == $1.token }
+    }
+}
+
+/// One stored push, ready to send: its row id, the push itself, the device it is for and how often it was tried.
+public struct OutboxItem: Sendable, Equatable {
+    public var id: Int64
+    public var purpose: PushPurpose
+    public var stateID: String
+    public var runID: String
+    public var push: Push
+    public var device: Device
+    public var attempts: Int
+
+    public init(id: Int64, purpose: PushPurpose, stateID: String, runID: String, push: Push, device: Device,
+                attempts: Int) {
+        self.id = id
+        self.purpose = purpose
+        self.stateID = stateID
+        self.runID = runID
+        self.push = push
+        self.device = device
+        self.attempts = attempts
+    }
+}
+
+/// What becomes of a stored push once APNs (or the lack of it) has answered.
+public enum OutboxVerdict: Sendable, Equatable {
+    /// Done with it: delivered, refused for good (the device rules apply), or no longer worth sending.
+    case settled
+    /// Keep it and try again at this unix time.
+    case retry(at: Double)
+}
+
+/// When a push is tried again. Pure; the caller supplies the clock and the random draw.
+///
+/// `retryLater` answers (429, 5xx, APNs unreachable) and answers that never came (timed out, connection lost
+/// after the request went out) are tried again after
+///
+///     wait(n) = max(Retry-After, min(maximum, initial · 2^(n−1)) · (1 − jitter · r))
+///
+/// for the n-th attempt that failed, until the push's expiry. A lost answer is sent again although the first
+/// copy may have arrived: at-least-once, with `apns-collapse-id` folding the rare duplicate on the phone.
+/// Everything else (delivered, a dead token, a bad request) is settled.
+public struct OutboxSchedule: Sendable, Equatable {
+    public var initial: Double
+    public var maximum: Double
+    public var jitter: Double
+
+    public init(initial: Double = 1, maximum: Double = 30, jitter: Double = 0.25) {
+        self.initial = initial
+        self.maximum = maximum
+        self.jitter = jitter
+    }
+
+    public func verdict(_ outcome: APNsOutcome, attempts: Int, expiresAt: Int64, now: Double,
+                        random: Double) -> OutboxVerdict {
+        let asked: Double
+        switch outcome {
+        case .rejected(let rejection) where outcome.action == .retryLater:
+            asked = Double(rejection.retryAfter ?? 0)
+        case .unreachable, .timedOut, .connectionLost:
+            asked = 0
+        default:
+            return .settled
+        }
+        let backoff = Backoff.delay(failures: attempts, random: random, initial: initial, maximum: maximum,
+                                    jitter: jitter)
+        let at = now + max(asked, backoff)
+        return at < Double(expiresAt) ? .retry(at: at) : .settled
+    }
+}

@@ -1,0 +1,123 @@
+import Glibc
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+/// The outbox in a real SQLite file: written in one transaction, survives a reopen, settled and rescheduled,
+/// dropped with its device or its ended pause, pruned at expiry.
+@Suite struct StoreOutboxTests {
+    private func message(_ purpose: PushPurpose = .alert, state: String = "s1", expires: Int64 = 10_000) -> OutboxMessage {
+        OutboxMessage(stateID: state, runID: "run-1", purpose: purpose, kind: purpose == .alert ? .alert : .liveactivity,
+                      topic: "io.example", priority: 10, collapseID: state, expiresAt: expires, payload: #"{"aps":{}}"#)
+    }
+
+    private func devices(_ store: Store, _ count: Int) throws -> [Device] {
+        try (0..<count).map { i in
+            try store.upsertDevice(registration("d\(i)", token: String(repeating: "0", count: 15) + String(i, radix: 16).padding(5)),
+                                   now: 1)
+        }
+    }
+
+    @Test func aFanOutIsStoredAndSurvivesARestart() throws {
+        let dir = try StoreScratch()
+        do {
+            let store = try dir.store()
+            let phones = try devices(store, 3)
+            try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+            let items = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })],
+                                          dueMs: 5_000) { try store.setProps(stateID: "s1", props: "{}") }
+            #expect(items.count == 3)
+            #expect(items.map(\.push.deviceToken) == phones.map(\.token))
+            #expect(items.allSatisfy { $0.push.collapseID == "s1" && $0.push.expiration == 10_000 })
+            #expect(try store.unannouncedPauses().isEmpty)
+        }
+        let reopened = try dir.store()
+        #expect(try reopened.duePushes(nowMs: 4_999, limit: 10).isEmpty)
+        let due = try reopened.duePushes(nowMs: 5_000, limit: 10)
+        #expect(due.count == 3)
+        #expect(due.first?.device.id == "d0")
+        #expect(try reopened.nextDueMs() == 5_000)
+    }
+
+    @Test func settlingDeletesOrReschedulesInOneTransaction() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 3)
+        let items = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })], dueMs: 0)
+        try store.settle([(items[0].id, .settled), (items[1].id, .retry(at: 20)), (items[2].id, .settled)])
+        #expect(try store.outboxCount() == 1)
+        #expect(try store.duePushes(nowMs: 19_999, limit: 10).isEmpty)
+        let again = try store.duePushes(nowMs: 20_000, limit: 10)
+        #expect(again.map(\.id) == [items[1].id])
+        #expect(again.first?.attempts == 1)
+    }
+
+    @Test func aRetriedFanOutKeepsTheRowsAlreadyQueued() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 2)
+        let batch = OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })
+        let first = try store.enqueue([batch], dueMs: 0)
+        #expect(first.count == 2)
+        // A second message row for the same pause is new, so its rows are new: the unique key is per message.
+        #expect(try store.enqueue([batch], dueMs: 0).count == 2)
+    }
+
+    @Test func endingThePauseDropsItsAlertsButNotItsEnds() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 2)
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        _ = try store.enqueue([OutboxBatch(message: message(.alert), recipients: phones.map { ($0, $0.token) }),
+                               OutboxBatch(message: message(.start), recipients: [(phones[0], "feed")]),
+                               OutboxBatch(message: message(.end), recipients: [(phones[1], "beef")])], dueMs: 0)
+        #expect(try store.markEnded(stateID: "s1", state: "Running", at: 5))
+        #expect(try store.duePushes(nowMs: 0, limit: 10).map(\.purpose) == [.end])
+    }
+
+    @Test func unregisteringADeviceDropsItsPushes() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 2)
+        _ = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })], dueMs: 0)
+        #expect(try store.deleteDevice(id: "d0"))
+        #expect(try store.duePushes(nowMs: 0, limit: 10).map(\.device.id) == ["d1"])
+    }
+
+    @Test func expiredPushesAndOrphanMessagesArePruned() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 1)
+        _ = try store.enqueue([OutboxBatch(message: message(expires: 100), recipients: [(phones[0], phones[0].token)]),
+                               OutboxBatch(message: message(state: "s2", expires: 900), recipients: [(phones[0], phones[0].token)])],
+                              dueMs: 0)
+        #expect(try store.pruneOutbox(now: 100) == 1)
+        #expect(try store.outboxCount() == 1)
+        #expect(try store.database.scalarInt("SELECT count(*) FROM outbox_messages") == 1)
+    }
+
+    @Test func aFailedTransactionQueuesNothing() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 2)
+        struct Refused: Error {}
+        #expect(throws: Refused.self) {
+            try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })], dueMs: 0) {
+                throw Refused()
+            }
+        }
+        #expect(try store.outboxCount() == 0)
+    }
+
+    @Test func theStoreNoticesItsFileWasDeleted() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        #expect(store.fileIsStillOurs)
+        unlink(dir.file("relay.db"))
+        #expect(!store.fileIsStillOurs)
+    }
+}
+
+private extension String {
+    func padding(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
