@@ -1,4 +1,5 @@
 import RelayCore
+import Synchronization
 
 /// Turns the watcher's announce / remind / end decisions into APNs pushes (DESIGN.md §5): gathers the context,
 /// builds one `WaitingProps` per pause, writes every device's push to the outbox (through the relay, which owns
@@ -132,15 +133,18 @@ struct Notifier: Sendable {
             return .over
         }
         var text = await withLiveEvents(&gathered.context, runID: pause.runID)
-        if announcing && text.contextSource == .none {
+        let flowID = gathered.context.run.flowID ?? flowID
+        let mayWait = announcing && text.contextSource == .none
+        if mayWait, await relay.shouldWaitForContext(flowID: flowID) {
             // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
-            // §7.6; ~90 ms seen here). With nothing better to say, give it until `eventGrace` after the Paused event
-            // arrived (the context reads usually use up most of that) before settling for the generic text.
+            // §7.6; ~90 ms seen here). For a flow known to send one (or never seen), give it until `eventGrace`
+            // after the Paused event arrived, looking every few ms; a flow known to send none doesn't wait at all.
             let deadline = receivedAt + Notifier.eventGrace
             while text.contextSource == .none && Clock.monotonic() < deadline {
-                try? await Task.sleep(for: .milliseconds(25))
+                try? await Task.sleep(for: .milliseconds(5))
                 text = await withLiveEvents(&gathered.context, runID: pause.runID)
             }
+            if text.contextSource == .none { await relay.foundNoContext(flowID: flowID) }
         }
         var run = gathered.context.run
         if run.state?.id != pause.stateID || run.state?.isPaused != true {
@@ -194,9 +198,18 @@ struct Notifier: Sendable {
         guard !items.isEmpty, let apns else { return }
         let started = Clock.monotonic()
         let relay = self.relay
+        // Answers reach the relay in batches, one actor hop per `Relay.settleBatch` pushes rather than one per push.
+        let answered = Mutex<[(OutboxItem, Delivery, Double)]>([])
         let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries) { index, delivery in
-            await relay.settled(items[index], delivery, seconds: Clock.monotonic() - receivedAt)
+            let batch = answered.withLock { answers -> [(OutboxItem, Delivery, Double)] in
+                answers.append((items[index], delivery, Clock.monotonic() - receivedAt))
+                guard answers.count >= Relay.settleBatch else { return [] }
+                defer { answers.removeAll(keepingCapacity: true) }
+                return answers
+            }
+            if !batch.isEmpty { await relay.settled(batch) }
         }
+        await relay.settled(answered.withLock { answers in defer { answers.removeAll() }; return answers })
         await relay.flushSettled()
         Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
                                  "delivered": String(delivered), "ms": String(Int((Clock.monotonic() - started) * 1000))])

@@ -28,6 +28,11 @@ extension Relay {
         }
     }
 
+    /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:seconds:)`.
+    func settled(_ answers: [(OutboxItem, Delivery, Double)]) {
+        for (item, delivery, seconds) in answers { settled(item, delivery, seconds: seconds) }
+    }
+
     /// One answer: metrics, what it means for the registry, and what becomes of the stored push.
     func settled(_ item: OutboxItem, _ delivery: Delivery, seconds: Double) {
         delivered(delivery, push: item.push, device: item.device, runID: item.runID, seconds: seconds)

@@ -26,10 +26,14 @@ extension Relay {
                 // A custom event on a run: context an alert may want before Prefect has stored it.
                 if let runID = event.runID, let runEvent = RunEvent(prefect: json) {
                     Log.debug("events.custom", ["run": runID, "name": String(event.name.prefix(80))])
-                    recentEvents.add(runEvent, runID: runID)
+                    if recentEvents.add(runEvent, runID: runID) {
+                        let flowID = event.related(role: "flow").map { String($0.id.dropFirst("prefect.flow.".count)) }
+                        remember(habits.sawContextEvent(runID: runID, flowID: flowID))
+                    }
                 }
                 return
             }
+            habits.sawRun(state.runID, flowID: state.flowID)
             apply(watcher.handle(.event(state), now: now()))
         case .disconnected(let reason, let retryIn):
             if subscribed || Log.isEnabled(.debug) {
@@ -230,4 +234,23 @@ extension Relay {
     }
 
     private func finishedBackground() { backgroundWork -= 1 }
+}
+
+// MARK: - Flow habits
+
+extension Relay {
+    /// Whether an announce of this flow's pause with no context yet should wait for a late context event.
+    func shouldWaitForContext(flowID: String?) -> Bool { habits.shouldWait(flowID: flowID) }
+
+    /// An announce found no context even after waiting: the flow is learned to send none.
+    func foundNoContext(flowID: String?) { remember(habits.announcedWithoutContext(flowID: flowID)) }
+
+    /// Stores what was learned about a flow. A failure only costs a wait (or a missed wait) after a restart.
+    private func remember(_ learned: FlowHabits.Learned?) {
+        guard let learned else { return }
+        Log.info("flow.habit", ["flow": learned.flowID, "sends_context": learned.habit == .sendsContext ? "yes" : "no"])
+        do { try store.setFlowHabit(flowID: learned.flowID, learned.habit, at: Int64(now())) } catch {
+            Log.warn("store.failed", ["action": "flow_habit", "error": "\(error)"])
+        }
+    }
 }

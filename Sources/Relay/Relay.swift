@@ -12,6 +12,7 @@ actor Relay {
     var lastListing = -Double.infinity
     var metrics = Metrics()
     var recentEvents = RecentRunEvents()
+    var habits: FlowHabits
     /// Set once at start-up, before any event arrives (it needs the relay itself).
     var notifier: Notifier?
     /// Announce / remind / end work and outbox sends still running (shutdown waits for it, bounded).
@@ -43,6 +44,7 @@ actor Relay {
             jobRetries.now(job.key, at: started)
         }
         nextDueMs = try store.nextDueMs()
+        habits = FlowHabits(known: try store.flowHabits())
         self.store = store
         self.prefect = prefect
         self.apnsConfigured = apnsConfigured

@@ -57,8 +57,9 @@ struct ContextGatherer: Sendable {
     static let runRereadDelaysMs = [10, 20, 40, 80, 160, 320, 640]
 
     /// Pauses before each re-read of input rows the keyset names but that aren't there yet. The flow writes them
-    /// ~0.1 s after the event; 0.75 s in all.
-    static let inputRereadDelaysMs = [50, 100, 200, 400]
+    /// ~0.1 s after the event, so the first re-reads come every 10 ms (a row is quoted as soon as it lands); 0.75 s
+    /// in all.
+    static let inputRereadDelaysMs = [10, 10, 10, 20, 20, 30, 50, 100, 200, 300]
 
     /// `GET /flow_runs/{id}`, re-read (bounded, `runRereadDelaysMs`) while it still shows a state from before the
     /// pause (the run can lag its own event). Returns the run and whether it has already moved past the pause:

@@ -124,3 +124,21 @@ extension Store {
         try read("SELECT props FROM pauses WHERE state_id = ?1", [.text(stateID)]) { $0.optionalString(0) }.first ?? nil
     }
 }
+
+// MARK: - Flow habits
+
+extension Store {
+    func flowHabits() throws -> [String: FlowHabits.Habit] {
+        let rows = try read("SELECT flow_id, sends_context FROM flow_habits") {
+            ($0.string(0), $0.int64(1) == 1 ? FlowHabits.Habit.sendsContext : .sendsNone)
+        }
+        return Dictionary(rows, uniquingKeysWith: { _, last in last })
+    }
+
+    func setFlowHabit(flowID: String, _ habit: FlowHabits.Habit, at time: Int64) throws {
+        try write("""
+            INSERT INTO flow_habits (flow_id, sends_context, updated_at) VALUES (?1, ?2, ?3)
+            ON CONFLICT (flow_id) DO UPDATE SET sends_context = excluded.sends_context, updated_at = excluded.updated_at
+            """, [.text(flowID), .integer(habit == .sendsContext ? 1 : 0), .integer(time)])
+    }
+}

@@ -76,5 +76,13 @@ extension Store {
         CREATE INDEX outbox_by_device ON outbox (device_id);
         CREATE INDEX outbox_by_message ON outbox (message_id);
         """,
+        // v4: which flows send their own context events around a pause (FlowHabits), so only theirs wait for one.
+        """
+        CREATE TABLE flow_habits (
+            flow_id TEXT PRIMARY KEY NOT NULL,
+            sends_context INTEGER NOT NULL CHECK (sends_context IN (0, 1)),
+            updated_at INTEGER NOT NULL
+        ) STRICT;
+        """,
     ]
 }

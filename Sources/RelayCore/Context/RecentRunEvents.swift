@@ -13,17 +13,20 @@ public struct RecentRunEvents: Sendable {
     }
 
     /// Remembers `event` for `runID` (events without a string `payload.body` or title are not worth keeping).
-    public mutating func add(_ event: RunEvent, runID: String) {
-        guard event.payload["body"]?.string != nil || event.payload["title"]?.string != nil else { return }
+    /// Returns whether it was kept: an event that can give an alert its context.
+    @discardableResult
+    public mutating func add(_ event: RunEvent, runID: String) -> Bool {
+        guard event.payload["body"]?.string != nil || event.payload["title"]?.string != nil else { return false }
         if events[runID] == nil {
             order.append(runID)
             if order.count > runs { events[order.removeFirst()] = nil }
         }
         var list = events[runID, default: []]
-        if let id = event.id, list.contains(where: { $0.id == id }) { return }
+        if let id = event.id, list.contains(where: { $0.id == id }) { return false }
         list.append(event)
         if list.count > perRun { list.removeFirst(list.count - perRun) }
         events[runID] = list
+        return true
     }
 
     public func events(for runID: String) -> [RunEvent] { events[runID] ?? [] }
