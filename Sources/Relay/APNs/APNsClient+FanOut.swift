@@ -2,34 +2,162 @@ import RelayCore
 
 extension APNsClient {
     /// Pushes of one fan-out in flight at once. A connection carries at most 1,000 streams (`Options`), so a
-    /// window twice that keeps every stream busy while bounding the memory of a fan-out to thousands of phones
-    /// (each push in flight holds its task, request and continuation: ~5 KB).
+    /// window twice that keeps every stream busy while bounding the memory of a fan-out to thousands of phones.
     static let fanOutWindow = 2_048
 
-    /// Delivers every item (`deliver(_:to:)`: the device rules included), at most `window` at a time, calling
-    /// `done` with each item's index and answer as it arrives. Returns how many were delivered.
+    /// Delivers every item with the device rules of `deliver(_:to:)` (the other host on BadDeviceToken, dead tokens
+    /// reported) and the retry rules of `send` (`retry`, default the client's policy), at most `window` at a time,
+    /// calling `done` with each item's index and answer as it arrives. Returns how many were delivered.
+    ///
+    /// No task per push: requests go to each host's connection in batches (`APNsConnection.submit`) and answers
+    /// come back through one stream, so a fan-out to thousands of phones costs one task, not thousands.
     func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: RetryPolicy? = nil,
                 done: @escaping @Sendable (_ index: Int, _ delivery: Delivery) async -> Void) async -> Int {
-        await withTaskGroup(of: Bool.self) { group in
-            var next = 0
-            var finished = 0
-            var delivered = 0
-            while next < items.count || finished < next {
-                while next < items.count && next - finished < window {
-                    let index = next
-                    let item = items[index]
-                    next += 1
-                    group.addTask {
-                        let delivery = await self.deliver(item.push, to: item.device, retry: retry)
-                        await done(index, delivery)
-                        return delivery.outcome.isDelivered
-                    }
-                }
-                guard let ok = await group.next() else { break }
-                finished += 1
-                if ok { delivered += 1 }
+        guard !items.isEmpty else { return 0 }
+        var fan = FanOut(items: items, policy: retry ?? self.retry)
+        guard let token = currentToken() else {
+            for index in items.indices {
+                await done(index, Delivery(outcome: .unreachable("could not sign the provider token"),
+                                           environment: items[index].device.environment, effect: .none))
             }
-            return delivered
+            return 0
         }
+        fan.token = token
+        let (answers, sink) = AsyncStream.makeStream(of: (index: Int, answer: APNsExchange).self)
+        defer { sink.finish() }
+        let send: @Sendable ([(index: Int, push: Push)], String) -> Void = { batch, token in
+            self.submit(batch, token: token) { sink.yield(($0, $1)) }
+        }
+        send(fan.admit(window: window), token)
+        var delivered = 0
+        for await (index, answer) in answers {
+            let outcome = Self.outcome(of: answer)
+            switch fan.answered(index, outcome, random: Double.random(in: 0..<1)) {
+            case .resend(let push, let token):
+                send([(index, push)], token)
+            case .resendLater(let push, let token, let ms):
+                Task {
+                    try? await Task.sleep(nanoseconds: UInt64(ms) * 1_000_000)
+                    send([(index, push)], token)
+                }
+            case .renew(let reason, let environment):
+                if let token = renewed(after: fan.token, reason: reason, on: environment) {
+                    fan.token = token
+                    send([(index, fan.resendPush(index))], token)
+                    continue
+                }
+                // No new token may be signed yet: this answer stands.
+                let delivery = fan.finish(index, outcome)
+                await done(index, delivery)
+                send(fan.admit(window: window), fan.token)
+                if fan.isComplete { return delivered }
+            case .finished(let delivery):
+                if delivery.effect != .none {
+                    Log.info("apns.device_effect", ["device": Log.short(items[index].push.deviceToken),
+                                                    "effect": "\(delivery.effect)", "reason": delivery.outcome.label])
+                }
+                if delivery.outcome.isDelivered { delivered += 1 }
+                await done(index, delivery)
+                send(fan.admit(window: window), fan.token)
+                if fan.isComplete { return delivered }
+            }
+        }
+        return delivered
+    }
+
+    /// Hands a batch to each host's connection; answers come back through `onAnswer` on the loop threads.
+    private func submit(_ batch: [(index: Int, push: Push)], token: String,
+                        onAnswer: @escaping @Sendable (Int, APNsExchange) -> Void) {
+        var production: [(index: Int, request: APNsRequest)] = []
+        var development: [(index: Int, request: APNsRequest)] = []
+        for (index, push) in batch {
+            let request = Self.request(push, token: token)
+            if push.environment == .production { production.append((index, request)) } else { development.append((index, request)) }
+        }
+        if !production.isEmpty { connection(for: .production).submit(production, onAnswer: onAnswer) }
+        if !development.isEmpty { connection(for: .development).submit(development, onAnswer: onAnswer) }
+    }
+}
+
+/// The bookkeeping of one fan-out: which items are admitted, where each stands in the retry and device rules,
+/// and when all are answered. A value owned by the fan-out's one task.
+private struct FanOut {
+    enum Next {
+        case resend(Push, token: String)
+        case resendLater(Push, token: String, ms: Int)
+        case renew(APNsReason, APNsEnvironment)
+        case finished(Delivery)
+    }
+
+    private struct Item {
+        var retry = RetryState()
+        /// The first host's answer once the item moved to the other host (BadDeviceToken).
+        var firstAnswer: APNsOutcome?
+        var started = monotonicMs()
+    }
+
+    let items: [(push: Push, device: Device)]
+    let policy: RetryPolicy
+    var token = ""
+    private var state: [Int: Item] = [:]
+    private var next = 0
+    private var finished = 0
+
+    init(items: [(push: Push, device: Device)], policy: RetryPolicy) {
+        self.items = items
+        self.policy = policy
+    }
+
+    var isComplete: Bool { finished == items.count }
+
+    /// Admits items up to `window` in flight; returns them, each aimed at its device's stored host.
+    mutating func admit(window: Int) -> [(index: Int, push: Push)] {
+        var batch: [(index: Int, push: Push)] = []
+        while next < items.count && next - finished < window {
+            state[next] = Item()
+            batch.append((next, items[next].push.on(items[next].device.environment)))
+            next += 1
+        }
+        return batch
+    }
+
+    /// The push as it is to be sent now (on the other host once it moved there).
+    func resendPush(_ index: Int) -> Push {
+        let (push, device) = items[index]
+        return push.on(state[index]?.firstAnswer == nil ? device.environment : device.environment.other)
+    }
+
+    mutating func answered(_ index: Int, _ outcome: APNsOutcome, random: Double) -> Next {
+        guard var item = state[index] else { preconditionFailure("an answer for a push that is not in flight") }
+        let (push, device) = items[index]
+        let current = resendPush(index)
+        APNsClient.log(current, outcome, attempt: item.retry.attempt, ms: monotonicMs() - item.started)
+        switch item.retry.step(after: outcome, policy: policy, random: random) {
+        case .renewToken(let reason):
+            item.started = monotonicMs()
+            state[index] = item
+            return .renew(reason, current.environment)
+        case .retry(let ms):
+            item.started = monotonicMs() + Int64(ms)
+            state[index] = item
+            return .resendLater(current, token: token, ms: ms)
+        case .finish where item.firstAnswer == nil && outcome.action == .tryOtherHost:
+            item = Item(firstAnswer: outcome)
+            state[index] = item
+            return .resend(push.on(device.environment.other), token: token)
+        case .finish:
+            return .finished(finish(index, outcome))
+        }
+    }
+
+    /// The item's final answer, with the device rules applied; it leaves the fan-out.
+    mutating func finish(_ index: Int, _ outcome: APNsOutcome) -> Delivery {
+        let (push, device) = items[index]
+        let role = TokenRole(token: push.deviceToken, device: device)
+        let first = state[index]?.firstAnswer
+        state[index] = nil
+        finished += 1
+        if let first { return Delivery.resolve(first: first, stored: device.environment, second: outcome, role: role) }
+        return Delivery.resolve(first: outcome, stored: device.environment, second: nil, role: role)
     }
 }

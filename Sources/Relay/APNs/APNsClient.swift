@@ -17,7 +17,7 @@ final class APNsClient: Sendable {
     private let production: APNsConnection
     private let development: APNsConnection
     private let signer: JWTSigner
-    private let retry: RetryPolicy
+    let retry: RetryPolicy
 
     /// Builds the client from configuration, or nil when no APNs key is configured (the relay then runs
     /// without APNs). Throws `ConfigError` naming the variable for a bad key or CA file.
@@ -60,51 +60,55 @@ final class APNsClient: Sendable {
 
     /// Sends one push to `push.environment`'s host, retrying per the rules above, and logs each answer.
     func send(_ push: Push, retry: RetryPolicy? = nil) async -> APNsOutcome {
-        let retry = retry ?? self.retry
-        var token: String
-        do { token = try signer.token() } catch {
-            Log.error("apns.sign_failed", ["error": error.description])
-            return .unreachable("could not sign the provider token")
-        }
-        var retries = 0
-        var renewed = false
+        let policy = retry ?? self.retry
+        guard var token = currentToken() else { return .unreachable("could not sign the provider token") }
+        var state = RetryState()
         while true {
-            let outcome = await attempt(push, token: token, attempt: retries + (renewed ? 2 : 1))
-            switch outcome.action {
-            case .renewProviderToken where !renewed:
-                renewed = true
-                guard case .rejected(let rejection) = outcome, let reason = rejection.reason,
-                      let renewal = signer.renew(rejected: token, reason: reason) else { return outcome }
-                token = renewal.token
-                // Only the request that signed anew recycles, so a burst of 403s replaces the link once.
-                if renewal.isNew { connection(for: push.environment).recycle() }
-            case .retryLater:
-                retries += 1
-                guard var delay = retry.delayMs(retry: retries, random: Double.random(in: 0..<1)) else { return outcome }
-                if case .rejected(let rejection) = outcome, let asked = rejection.retryAfter {
-                    // APNs said how long: waiting less only earns another 429.
-                    guard asked * 1000 <= retry.maxMs * 4 else { return outcome }
-                    delay = max(delay, asked * 1000)
-                }
-                try? await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000)
-            default:
+            let outcome = await attempt(push, token: token, attempt: state.attempt)
+            switch state.step(after: outcome, policy: policy, random: Double.random(in: 0..<1)) {
+            case .renewToken(let reason):
+                guard let renewed = renewed(after: token, reason: reason, on: push.environment) else { return outcome }
+                token = renewed
+            case .retry(let ms):
+                try? await Task.sleep(nanoseconds: UInt64(ms) * 1_000_000)
+            case .finish:
                 return outcome
             }
         }
     }
 
     private func attempt(_ push: Push, token: String, attempt: Int) async -> APNsOutcome {
-        let request = APNsRequest(path: push.path, headers: [("authorization", "bearer " + token)] + push.headers,
-                                  body: Array(push.payload.utf8))
         let started = monotonicMs()
-        let exchange = await connection(for: push.environment).send(request)
+        let exchange = await connection(for: push.environment).send(Self.request(push, token: token))
         let outcome = Self.outcome(of: exchange)
         Self.log(push, outcome, attempt: attempt, ms: monotonicMs() - started)
         return outcome
     }
 
-    private func connection(for environment: APNsEnvironment) -> APNsConnection {
+    func connection(for environment: APNsEnvironment) -> APNsConnection {
         environment == .production ? production : development
+    }
+
+    /// The HTTP/2 request for `push`, signed with `token`.
+    static func request(_ push: Push, token: String) -> APNsRequest {
+        APNsRequest(path: push.path, headers: [("authorization", "bearer " + token)] + push.headers,
+                    body: Array(push.payload.utf8))
+    }
+
+    /// The provider token to sign with now, or nil (logged) when it can't be signed.
+    func currentToken() -> String? {
+        do { return try signer.token() } catch {
+            Log.error("apns.sign_failed", ["error": error.description])
+            return nil
+        }
+    }
+
+    /// After a provider-token rejection of `token`: the token to use instead (re-signed when the policy allows),
+    /// recycling the host's connection when this call was the one that re-signed.
+    func renewed(after token: String, reason: APNsReason, on environment: APNsEnvironment) -> String? {
+        guard let renewal = signer.renew(rejected: token, reason: reason) else { return nil }
+        if renewal.isNew { connection(for: environment).recycle() }
+        return renewal.token
     }
 
     /// Turns the wire result into a domain outcome, reading `{"reason","timestamp"}` from error bodies.
@@ -125,7 +129,7 @@ final class APNsClient: Sendable {
 
     /// A delivered push is a debug line (a fan-out to many phones logs one `apns.fanout` line instead); anything
     /// else is a warning. Fields are only formatted when the line will be written.
-    private static func log(_ push: Push, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
+    static func log(_ push: Push, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
         guard Log.isEnabled(outcome.isDelivered ? .debug : .warn) else { return }
         var apnsID = ""
         var detail = ""

@@ -70,23 +70,39 @@ final class APNsConnection: @unchecked Sendable {
     /// Sends one request on this host and waits for its answer (or timeout). Safe from any task.
     func send(_ request: APNsRequest) async -> APNsExchange {
         await withCheckedContinuation { continuation in
-            let push = PendingPush(request: request, deadline: monotonicMs() + Int64(options.requestTimeoutMs),
-                                   continuation: continuation)
-            // nil: not accepted; true: the inbox was empty, so the loop may be asleep and needs a wake-up.
-            let accepted = inbox.withLock { inbox -> Bool? in
-                guard !inbox.closing else { return nil }
-                if inbox.thread == nil { inbox.thread = startLoop() }
-                guard inbox.thread != nil else { return nil }
-                inbox.pushes.append(push)
-                return inbox.pushes.count == 1
-            }
-            // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
-            // (its first push's), and the loop always takes the inbox after draining the eventfd.
-            switch accepted {
-            case nil: push.finish(.notSent("APNs connection closed"))
-            case true?: wake()
-            case false?: break
-            }
+            enqueue([PendingPush(request: request, deadline: deadline(), continuation: continuation)])
+        }
+    }
+
+    /// Queues many requests at once (one lock, one wake-up) without a task per request: `onAnswer` gets each
+    /// request's index and answer, on the loop thread, so it must only hand them over. Safe from any thread.
+    func submit(_ requests: [(index: Int, request: APNsRequest)],
+                onAnswer: @escaping @Sendable (_ index: Int, _ answer: APNsExchange) -> Void) {
+        let deadline = deadline()
+        enqueue(requests.map { index, request in
+            PendingPush(request: request, deadline: deadline) { onAnswer(index, $0) }
+        })
+    }
+
+    private func deadline() -> Int64 { monotonicMs() + Int64(options.requestTimeoutMs) }
+
+    private func enqueue(_ pushes: [PendingPush]) {
+        guard !pushes.isEmpty else { return }
+        // nil: not accepted; true: the inbox was empty, so the loop may be asleep and needs a wake-up.
+        let accepted = inbox.withLock { inbox -> Bool? in
+            guard !inbox.closing else { return nil }
+            if inbox.thread == nil { inbox.thread = startLoop() }
+            guard inbox.thread != nil else { return nil }
+            let wasEmpty = inbox.pushes.isEmpty
+            inbox.pushes.append(contentsOf: pushes)
+            return wasEmpty
+        }
+        // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
+        // (its first push's), and the loop always takes the inbox after draining the eventfd.
+        switch accepted {
+        case nil: pushes.forEach { $0.finish(.notSent("APNs connection closed")) }
+        case true?: wake()
+        case false?: break
         }
     }
 

@@ -30,7 +30,9 @@ final class PendingPush: @unchecked Sendable {
     let request: APNsRequest
     /// Monotonic ms after which the caller gets `.timedOut`.
     let deadline: Int64
+    /// Who gets the answer: a waiting task, or (for a fan-out) a callback run on the loop thread.
     private var continuation: CheckedContinuation<APNsExchange, Never>?
+    private var callback: (@Sendable (APNsExchange) -> Void)?
 
     var bodyOffset = 0
     /// The HEADERS frame went out: from here on a lost connection means "delivery unknown".
@@ -46,13 +48,24 @@ final class PendingPush: @unchecked Sendable {
         self.continuation = continuation
     }
 
-    var isFinished: Bool { continuation == nil }
+    /// `onAnswer` runs once, on the connection's loop thread: keep it short (hand the answer over, return).
+    init(request: APNsRequest, deadline: Int64, onAnswer: @escaping @Sendable (APNsExchange) -> Void) {
+        self.request = request
+        self.deadline = deadline
+        self.callback = onAnswer
+    }
 
-    /// Resumes the caller. Later calls are ignored, so each continuation resumes exactly once.
+    var isFinished: Bool { continuation == nil && callback == nil }
+
+    /// Hands the answer over. Later calls are ignored, so each push is answered exactly once.
     func finish(_ result: APNsExchange) {
-        guard let continuation else { return }
-        self.continuation = nil
-        continuation.resume(returning: result)
+        if let continuation {
+            self.continuation = nil
+            continuation.resume(returning: result)
+        } else if let callback {
+            self.callback = nil
+            callback(result)
+        }
     }
 
     /// Keeps at most `maxResponseBody` bytes: APNs answers are tiny, anything more is not worth holding.

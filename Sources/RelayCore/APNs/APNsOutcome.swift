@@ -113,3 +113,45 @@ public struct RetryPolicy: Sendable, Equatable {
         return base + Int(Double(base) * jitter * min(max(random, 0), 1))
     }
 }
+
+/// One push's way through the retry rules (DESIGN.md §5): a provider-token error re-signs and tries once more;
+/// a `retryLater` answer waits per `RetryPolicy` (at least its `Retry-After`, within reason) and tries again.
+/// Pure; shared by single sends and fan-outs.
+public struct RetryState: Sendable, Equatable {
+    public enum Step: Sendable, Equatable {
+        /// Sign a new provider token (APNs gave this reason) and send again.
+        case renewToken(APNsReason)
+        /// Send again after this many milliseconds.
+        case retry(afterMs: Int)
+        /// This answer is final.
+        case finish
+    }
+
+    public private(set) var retries = 0
+    public private(set) var renewed = false
+
+    public init() {}
+
+    /// 1 for the first try, counting every retry and renewal since.
+    public var attempt: Int { retries + (renewed ? 2 : 1) }
+
+    public mutating func step(after outcome: APNsOutcome, policy: RetryPolicy, random: Double) -> Step {
+        switch outcome.action {
+        case .renewProviderToken where !renewed:
+            renewed = true
+            guard case .rejected(let rejection) = outcome, let reason = rejection.reason else { return .finish }
+            return .renewToken(reason)
+        case .retryLater:
+            retries += 1
+            guard var delay = policy.delayMs(retry: retries, random: random) else { return .finish }
+            if case .rejected(let rejection) = outcome, let asked = rejection.retryAfter {
+                // APNs said how long: waiting less only earns another 429; much longer is the outbox's business.
+                guard asked * 1000 <= policy.maxMs * 4 else { return .finish }
+                delay = max(delay, asked * 1000)
+            }
+            return .retry(afterMs: delay)
+        default:
+            return .finish
+        }
+    }
+}
