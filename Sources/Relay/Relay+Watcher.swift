@@ -16,6 +16,7 @@ extension Relay {
         switch message {
         case .subscribed:
             subscribed = true
+            authRejected = false
             Log.info("events.subscribed")
             metrics.subscribed = true
             requestListing()
@@ -36,6 +37,7 @@ extension Relay {
                 Log.warn("events.closed", ["reason": reason, "retry_in_ms": String(Int(retryIn * 1000))])
             }
             subscribed = false
+            authRejected = SocketMessage.isAuthRejection(reason)
             metrics.subscribed = false
             metrics.reconnects += 1
         }
