@@ -54,7 +54,8 @@ extension Relay {
         }
         let time = now()
         apply(watcher.handle(.tick, now: time))
-        let interval = subscribed ? Relay.listingInterval : Relay.disconnectedListingInterval
+        // A refused credential is refused on REST too: list at the slow pace rather than every 3 s.
+        let interval = subscribed || authRejected ? Relay.listingInterval : Relay.disconnectedListingInterval
         if time - lastListing >= interval { requestListing() }
         retryDueWork(now: time)
         flushSettled()
