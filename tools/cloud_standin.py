@@ -15,8 +15,9 @@ What it serves, on http://HOST:PORT:
   upstream's own token and the connection is then piped both ways untouched.
 * Any other path: 404.
 * Control (no auth, outside the workspace prefix):
-  `POST /_standin/throttle {"count": N, "retry_after": S, "method"?: M, "path"?: P}` makes the next N workspace
-  requests (those with method M and path P after the prefix, when given) answer 429 with `Retry-After: S`;
+  `POST /_standin/throttle {"count": N, "retry_after": S, "method"?: M, "path"?: P, "path_prefix"?: Q}` makes the
+  next N workspace requests (those with method M and path P, or a path starting with Q, after the workspace prefix,
+  when given) answer 429 with `Retry-After: S`;
   `GET /_standin/stats` answers what was served so far (each request with its time and status, socket auths);
   `POST /_standin/key {"key": K}` changes the accepted key.
 
@@ -93,7 +94,8 @@ class StandIn:
             entry["status"] = 401
             return await respond(writer, 401, {"detail": "Invalid authentication credentials"})
         for throttle in self.throttles:
-            if throttle["count"] > 0 and throttle.get("method", method) == method and throttle.get("path", rest) == rest:
+            if (throttle["count"] > 0 and throttle.get("method", method) == method
+                    and throttle.get("path", rest) == rest and rest.startswith(throttle.get("path_prefix", ""))):
                 throttle["count"] -= 1
                 entry["status"] = 429
                 return await respond(writer, 429, {"detail": "Too many requests"},
@@ -183,7 +185,7 @@ class StandIn:
         if method == "POST" and path == "/_standin/throttle":
             spec = json.loads(body or b"{}")
             throttle = {"count": int(spec.get("count", 1)), "retry_after": int(spec.get("retry_after", 1))}
-            for optional in ("method", "path"):
+            for optional in ("method", "path", "path_prefix"):
                 if optional in spec:
                     throttle[optional] = spec[optional]
             self.throttles.append(throttle)
