@@ -102,7 +102,8 @@ extension Config {
         }
         if cloudWorkspace != nil { return "Prefect Cloud needs a credential: set PREFECT_API_KEY" }
         return prefectAuth == nil
-            ? "the server wants a credential: set PREFECT_API_AUTH_STRING to its user:pass (PREFECT_API_KEY for Prefect Cloud)"
+            ? "the server wants a credential: set PREFECT_API_AUTH_STRING to its user:pass "
+                + "(PREFECT_API_KEY for Prefect Cloud)"
             : "PREFECT_API_AUTH_STRING must equal the server's PREFECT_SERVER_API_AUTH_STRING (user:pass)"
     }
 

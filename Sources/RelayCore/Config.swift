@@ -79,7 +79,8 @@ public struct Config: Sendable, Equatable {
         if let auth = env["PREFECT_API_AUTH_STRING"], !auth.isEmpty {
             guard prefectAPIKey == nil else {
                 throw ConfigError("PREFECT_API_KEY", "and PREFECT_API_AUTH_STRING are both set; set only one of them "
-                                  + "(PREFECT_API_KEY for Prefect Cloud, PREFECT_API_AUTH_STRING for a self-hosted server)")
+                                  + "(PREFECT_API_KEY for Prefect Cloud, PREFECT_API_AUTH_STRING for a "
+                                  + "self-hosted server)")
             }
             guard cloudWorkspace == nil else {
                 throw ConfigError("PREFECT_API_AUTH_STRING", "is for a self-hosted server; a Prefect Cloud workspace "
