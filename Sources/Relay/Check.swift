@@ -48,6 +48,7 @@ enum Check {
         Log.setLevel(config.logLevel == .debug ? .debug : .error)
         let report = Report()
         report.add(Line(.ok, "config", "PREFECT_API_URL \(config.prefectAPI.string), DB_PATH \(config.dbPath)"))
+        if let cloud = cloudLine(config) { report.add(cloud) }
         let key = apnsKey(config)
         report.add(key)
         report.add(database(config.dbPath))
@@ -136,14 +137,21 @@ enum Check {
         case .failure(let failure):
             return Line(.failed, name, "\(where_): \(failure.reason)", fix: reachFix(config))
         case .success(let status) where (200..<300).contains(status):
-            let auth = config.prefectAuth == nil ? "no credential (open server)" : "the PREFECT_API_AUTH_STRING credential"
+            let auth = config.prefectAPIKey != nil ? "the PREFECT_API_KEY (Bearer)"
+                : config.prefectAuth == nil ? "no credential (open server)" : "the PREFECT_API_AUTH_STRING credential"
             return Line(.ok, name, "\(where_) answered \(status) with \(auth)")
         case .success(let status) where status == 401 || status == 403:
             return Line(.failed, name, "\(where_) answered \(status): the server refused the credential",
                         fix: credentialFix(config))
+        case .success(let status) where status == 404 && config.cloudWorkspace != nil:
+            return Line(.failed, name, "\(where_) answered 404: no such workspace",
+                        fix: "PREFECT_API_URL must be an existing workspace's API root, \(CloudWorkspace.shape)")
         case .success(let status) where status == 404:
             return Line(.failed, name, "\(where_) answered 404: this is not a Prefect API root",
                         fix: "PREFECT_API_URL must be the API root, ending in /api (e.g. http://prefect-server:4200/api)")
+        case .success(let status) where status == 429:
+            return Line(.failed, name, "\(where_) answered 429: rate-limited",
+                        fix: "try again in a minute; if it persists, something else is using this key's rate limit")
         case .success(let status):
             return Line(.failed, name, "\(where_) answered \(status)", fix: "check the Prefect server's health and logs")
         }
@@ -169,10 +177,18 @@ enum Check {
         }
     }
 
-    private static func credentialFix(_ config: Config) -> String {
-        config.prefectAuth == nil
-            ? "the server wants a credential: set PREFECT_API_AUTH_STRING to its user:pass"
-            : "PREFECT_API_AUTH_STRING must equal the server's PREFECT_SERVER_API_AUTH_STRING (user:pass)"
+    private static func credentialFix(_ config: Config) -> String { config.prefectCredentialFix }
+
+    /// For a Prefect Cloud workspace root: the ids it names and where run links will point. (A malformed Cloud root
+    /// never gets here: it is a configuration error, printed with its fix.)
+    private static func cloudLine(_ config: Config) -> Line? {
+        guard let cloud = config.cloudWorkspace else {
+            guard config.prefectAPIKey != nil else { return nil }
+            return Line(.skipped, "prefect cloud", "PREFECT_API_URL is not a Cloud workspace root; PREFECT_API_KEY is "
+                        + "sent as a Bearer token to this server", fix: "for Prefect Cloud use \(CloudWorkspace.shape)")
+        }
+        return Line(.ok, "prefect cloud", "workspace root well-formed (account \(cloud.accountID), workspace "
+                    + "\(cloud.workspaceID)); run links open \(config.prefectUI)/runs/flow-run/<run id>")
     }
 
     private static func reachFix(_ config: Config) -> String {

@@ -16,6 +16,7 @@ extension Relay {
         switch message {
         case .subscribed:
             subscribed = true
+            authRejected = false
             Log.info("events.subscribed")
             metrics.subscribed = true
             requestListing()
@@ -40,6 +41,7 @@ extension Relay {
                 Log.warn("events.closed", ["reason": reason, "retry_in_ms": String(Int(retryIn * 1000))])
             }
             subscribed = false
+            authRejected = SocketMessage.isAuthRejection(reason)
             metrics.subscribed = false
             metrics.reconnects += 1
         }
@@ -56,7 +58,8 @@ extension Relay {
         }
         let time = now()
         apply(watcher.handle(.tick, now: time))
-        let interval = subscribed ? Relay.listingInterval : Relay.disconnectedListingInterval
+        // A refused credential is refused on REST too: list at the slow pace rather than every 3 s.
+        let interval = subscribed || authRejected ? Relay.listingInterval : Relay.disconnectedListingInterval
         if time - lastListing >= interval { requestListing() }
         retryDueWork(now: time)
         flushSettled()

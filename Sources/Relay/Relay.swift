@@ -8,6 +8,8 @@ actor Relay {
     let prefect: PrefectClient
     private let apnsConfigured: Bool
     var subscribed = false
+    /// The events socket's last attempt was refused for its credential (close 1008, upgrade 401/403).
+    var authRejected = false
     var watcher: Watcher
     var lastListing = -Double.infinity
     var metrics = Metrics()
@@ -59,7 +61,9 @@ actor Relay {
         let devices = (try? store.deviceCount()) ?? 0
         let waiting = watcher.waitingCount
         return ["ok": true, "subscribed": .bool(subscribed), "apns": .bool(apnsConfigured),
-                "devices": .int(Int64(devices)), "waiting": .int(Int64(waiting))]
+                "devices": .int(Int64(devices)), "waiting": .int(Int64(waiting)),
+                // true while Prefect refuses the socket's credential (the log's events.auth_rejected says why)
+                "auth_rejected": .bool(authRejected)]
     }
 
     func metricsText() -> String {

@@ -21,6 +21,10 @@ public struct Config: Sendable, Equatable {
 
     public var prefectAPI: HTTPURL
     public var prefectAuth: String?
+    /// `PREFECT_API_KEY` (Prefect Cloud): Bearer on REST, the socket's auth token. Never with `prefectAuth`.
+    public var prefectAPIKey: APIKey?
+    /// Set when `prefectAPI` is a Cloud workspace root (`Config+Cloud.swift`).
+    public var cloudWorkspace: CloudWorkspace?
     public var prefectUI: String
     public var apns: APNsCredentials?
     public var apnsTopic: String
@@ -35,9 +39,13 @@ public struct Config: Sendable, Equatable {
 
     /// Every variable with its default, in the order `--help` prints them.
     public static let variables: [(name: String, meaning: String, defaultValue: String)] = [
-        ("PREFECT_API_URL", "API root of the watched server, http(s)://host[:port]/api", "required"),
+        ("PREFECT_API_URL", "API root of the watched server, http(s)://host[:port]/api, or a Prefect Cloud workspace's "
+            + "https://api.prefect.cloud/api/accounts/<id>/workspaces/<id>", "required"),
         ("PREFECT_API_AUTH_STRING", "user:pass for a server behind basic auth; read-only is enough", "unset: open server"),
-        ("PREFECT_UI_URL", "UI root used for the run url sent to phones", "PREFECT_API_URL without /api"),
+        ("PREFECT_API_KEY", "Prefect Cloud API key (a service account's, read access to the workspace); "
+            + "not with PREFECT_API_AUTH_STRING", "unset"),
+        ("PREFECT_UI_URL", "UI root used for the run url sent to phones",
+         "PREFECT_API_URL without /api; for Cloud, the workspace in the Cloud UI"),
         ("APNS_KEY", "the .p8 ES256 signing key as inline PEM", "unset: run without APNs"),
         ("APNS_KEY_PATH", "the .p8 ES256 signing key as a file", "unset: run without APNs"),
         ("APNS_KEY_ID", "the key's id (required with a key)", "unset"),
@@ -66,7 +74,18 @@ public struct Config: Sendable, Equatable {
         prefectAPI = try HTTPURL.parse(api, variable: "PREFECT_API_URL")
         prefectAPI.path = prefectAPI.path.droppingTrailingSlashes()
 
+        cloudWorkspace = try CloudWorkspace.recognise(prefectAPI)
+        prefectAPIKey = try Config.apiKey(env["PREFECT_API_KEY"])
         if let auth = env["PREFECT_API_AUTH_STRING"], !auth.isEmpty {
+            guard prefectAPIKey == nil else {
+                throw ConfigError("PREFECT_API_KEY", "and PREFECT_API_AUTH_STRING are both set; set only one of them "
+                                  + "(PREFECT_API_KEY for Prefect Cloud, PREFECT_API_AUTH_STRING for a "
+                                  + "self-hosted server)")
+            }
+            guard cloudWorkspace == nil else {
+                throw ConfigError("PREFECT_API_AUTH_STRING", "is for a self-hosted server; a Prefect Cloud workspace "
+                                  + "takes an API key: set PREFECT_API_KEY instead")
+            }
             guard auth.contains(":"), !auth.contains(where: { $0.isNewline }) else {
                 throw ConfigError("PREFECT_API_AUTH_STRING", "must be user:pass (one line, with a colon)")
             }
@@ -74,9 +93,15 @@ public struct Config: Sendable, Equatable {
         } else {
             prefectAuth = nil
         }
+        if cloudWorkspace != nil && prefectAPIKey == nil {
+            throw ConfigError("PREFECT_API_KEY", "is not set; a Prefect Cloud workspace needs an API key (a service "
+                              + "account's, with read access to the workspace)")
+        }
 
         if let ui = value("PREFECT_UI_URL") {
             prefectUI = try HTTPURL.parse(ui, variable: "PREFECT_UI_URL").string.droppingTrailingSlashes()
+        } else if let cloudWorkspace {
+            prefectUI = cloudWorkspace.uiRoot(api: prefectAPI)
         } else {
             var ui = prefectAPI
             if ui.path.hasSuffix("/api") { ui.path.removeLast(4) }

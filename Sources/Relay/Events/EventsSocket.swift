@@ -28,6 +28,10 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     private let url: HTTPURL
     private let authToken: String?
     private let authorization: String?
+    private let credentialFix: String
+    private let credentialName: String
+    /// A refusal was already logged at error level; repeats (every backoff maximum) go to debug until one succeeds.
+    private var refusalLogged = false
     private let deliver: @Sendable (SocketMessage) -> Void
     private var backoff = Backoff()
     private let random: @Sendable () -> Double
@@ -49,8 +53,12 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     init(config: Config, deliver: @escaping @Sendable (SocketMessage) -> Void,
          random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = Clock.unixNow) {
         url = config.prefectAPI
-        authToken = config.prefectAuth
-        authorization = config.prefectAuth.map { "Basic " + Base64.encode(Array($0.utf8)) }
+        authToken = config.prefectSocketToken
+        // Basic on the upgrade helps proxies in front of a self-hosted server. Cloud's subscriber sends the key only
+        // in the auth message (prefect/events/clients.py), so the relay does the same there.
+        authorization = config.prefectAPIKey == nil ? config.prefectAuthorization : nil
+        credentialFix = config.prefectCredentialFix
+        credentialName = config.prefectCredentialName
         self.deliver = deliver
         self.now = now
         self.random = random
@@ -118,7 +126,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         inbox.removeAll()
         guard !stopped else { return }
         var delay = backoff.failed(random: random())
-        if let closeNote, closeNote.hasPrefix("1008") {
+        if SocketMessage.isAuthRejection(closeNote ?? reason) {
             delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
         }
         let note = closeNote ?? reason
@@ -180,17 +188,13 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
                 let code = Int(bytes[0]) << 8 | Int(bytes[1])
                 let text = String(decoding: bytes.dropFirst(2).prefix(200), as: UTF8.self)
                 closeNote = "\(code) \(text)"
-                if code == 1008 {
-                    Log.error("events.auth_rejected", ["reason": text,
-                        "fix": "check PREFECT_API_AUTH_STRING matches the server's PREFECT_SERVER_API_AUTH_STRING"])
-                }
+                if code == 1008 { refused(text) }
             }
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             guard wsi == self.wsi || self.wsi == nil else { return 0 }
             let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
-            if message.contains("403") {
-                Log.error("events.auth_rejected", ["reason": message,
-                    "fix": "the server refused the upgrade; check PREFECT_API_URL and PREFECT_API_AUTH_STRING"])
+            if SocketMessage.isAuthRejection(message) {
+                refused(message + " (the server refused the upgrade; check PREFECT_API_URL too)")
             }
             disconnected(message)
         case LWS_CALLBACK_CLIENT_CLOSED:
@@ -209,6 +213,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         switch message["type"]?.string {
         case "auth_success":
             phase = .subscribed
+            refusalLogged = false
             backoff.connected()
             send(filterMessage())
             deliver(.subscribed)
@@ -219,6 +224,14 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         default:
             Log.debug("events.ignored", ["type": message["type"]?.string ?? "?"])
         }
+    }
+
+    /// Prefect refused the credential: one clear error line (then debug lines while it keeps refusing).
+    private func refused(_ reason: String) {
+        let fields: KeyValuePairs<String, String> = ["reason": reason, "credential": credentialName,
+                                                      "fix": credentialFix]
+        if refusalLogged { Log.debug("events.auth_rejected", fields) } else { Log.error("events.auth_rejected", fields) }
+        refusalLogged = true
     }
 
     private func send(_ text: String) {
@@ -238,5 +251,14 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             "resource": ["id_prefix": ["prefect.flow-run."]],
         ]
         return JSONValue.object(["type": "filter", "filter": filter, "backfill": true]).encoded()
+    }
+}
+
+extension SocketMessage {
+    /// Whether a disconnect reason is Prefect refusing the credential: a close 1008 after the auth message, or the
+    /// upgrade answered 401 (lws: "ws upgrade unauthorized") or 403. It won't fix itself: no fast retries, and
+    /// `/health` says so.
+    static func isAuthRejection(_ reason: String) -> Bool {
+        reason.hasPrefix("1008") || reason.contains("upgrade unauthorized") || reason.contains("403")
     }
 }

@@ -1,8 +1,8 @@
 import RelayCore
 
 /// REST calls to the watched Prefect server (DESIGN.md §1), over the loop's `HTTPClient`.
-/// The relay's own calls carry `Authorization: Basic base64(PREFECT_API_AUTH_STRING)`; the credential check
-/// forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") and 429 (a rate limit) are
+/// The relay's own calls carry `Config.prefectAuthorization`: `Bearer <PREFECT_API_KEY>` for Prefect Cloud, or
+/// `Basic base64(PREFECT_API_AUTH_STRING)`; the credential check forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") and 429 (a rate limit) are
 /// retried with backoff, waiting at least what `Retry-After` asks (bounded by `longestRetryWait`).
 struct PrefectClient: Sendable {
     let api: HTTPURL
@@ -11,7 +11,7 @@ struct PrefectClient: Sendable {
 
     init(config: Config, http: HTTPClient) {
         api = config.prefectAPI
-        ownAuthorization = config.prefectAuth.map { "Basic " + Base64.encode(Array($0.utf8)) }
+        ownAuthorization = config.prefectAuthorization
         self.http = http
     }
 

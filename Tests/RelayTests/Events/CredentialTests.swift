@@ -1,0 +1,29 @@
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+/// Which credential each Prefect call carries, and which socket endings count as a refused credential.
+@Suite struct CredentialTests {
+    static let root = "https://api.prefect.cloud/api/accounts/0b9c6e4e-1f0a-4c55-9d1e-6a3f2b7c8d90/workspaces/"
+        + "5d2f7a10-3c4b-4e8f-a1b2-c3d4e5f60718"
+
+    @Test func restCarriesBearerForAKeyAndBasicForAnAuthString() throws {
+        let cloud = try Config(environment: ["PREFECT_API_URL": Self.root, "PREFECT_API_KEY": "pnu_abc"])
+        #expect(PrefectClient(config: cloud, http: HTTPClient()).ownAuthorization == "Bearer pnu_abc")
+        let basic = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:4200/api",
+                                             "PREFECT_API_AUTH_STRING": "admin:pass"])
+        #expect(PrefectClient(config: basic, http: HTTPClient()).ownAuthorization == "Basic YWRtaW46cGFzcw==")
+        let open = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:4200/api"])
+        #expect(PrefectClient(config: open, http: HTTPClient()).ownAuthorization == nil)
+    }
+
+    @Test func refusedCredentialEndings() {
+        for reason in ["1008 Invalid token", "1008 Auth required but no token provided", "HS: ws upgrade unauthorized"] {
+            #expect(SocketMessage.isAuthRejection(reason), "\(reason)")
+        }
+        for reason in ["1006 ", "1002 Expected 'filter' message", "closed", "HS: ws upgrade response not 101",
+                       "connect failed"] {
+            #expect(!SocketMessage.isAuthRejection(reason), "\(reason)")
+        }
+    }
+}
