@@ -23,15 +23,16 @@ extension APNsClient {
             return 0
         }
         fan.token = token
-        let (answers, sink) = AsyncStream.makeStream(of: (index: Int, answer: APNsExchange).self)
+        let (answers, sink) = AsyncStream.makeStream(of: FanOutAnswer.self)
         defer { sink.finish() }
         let send: @Sendable ([(index: Int, push: Push)], String) -> Void = { batch, token in
-            self.submit(batch, token: token) { sink.yield(($0, $1)) }
+            self.submit(batch, token: token) { sink.yield(FanOutAnswer(index: $0, answer: $1)) }
         }
         send(fan.admit(window: window), token)
         var delivered = 0
-        for await (index, answer) in answers {
-            let outcome = Self.outcome(of: answer)
+        for await item in answers {
+            let index = item.index
+            let outcome = Self.outcome(of: item.answer)
             switch fan.answered(index, outcome, random: Double.random(in: 0..<1)) {
             case .resend(let push, let token):
                 send([(index, push)], token)
@@ -70,13 +71,22 @@ extension APNsClient {
                         onAnswer: @escaping @Sendable (Int, APNsExchange) -> Void) {
         var production: [(index: Int, request: APNsRequest)] = []
         var development: [(index: Int, request: APNsRequest)] = []
+        var shared: (push: Push, request: APNsRequest)?
         for (index, push) in batch {
-            let request = Self.request(push, token: token)
+            // Consecutive pushes of one message share its encoded headers and body; only the path differs.
+            if shared == nil || !push.sameMessage(as: shared!.push) { shared = (push, Self.request(push, token: token)) }
+            let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body)
             if push.environment == .production { production.append((index, request)) } else { development.append((index, request)) }
         }
         if !production.isEmpty { connection(for: .production).submit(production, onAnswer: onAnswer) }
         if !development.isEmpty { connection(for: .development).submit(development, onAnswer: onAnswer) }
     }
+}
+
+/// One answer on its way from a connection's loop thread to the fan-out's task.
+private struct FanOutAnswer: Sendable {
+    let index: Int
+    let answer: APNsExchange
 }
 
 /// The bookkeeping of one fan-out: which items are admitted, where each stands in the retry and device rules,

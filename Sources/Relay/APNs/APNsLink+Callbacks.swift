@@ -9,36 +9,27 @@ extension APNsLink {
     /// Builds the request headers and submits them with the body as a data provider. Returns the stream id
     /// or a negative nghttp2 error.
     func submitRequest(_ request: APNsRequest, authority: String, box: UnsafeMutableRawPointer) -> Int32 {
-        let noIndex = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-        let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-        // Apple asks for :path and authorization as literals without indexing (apns.md §1, HPACK).
-        var fields: [(String, String, UInt8)] = [
-            (":method", "POST", none), (":scheme", "https", none), (":authority", authority, none),
-            (":path", request.path, noIndex),
-        ]
-        for (name, value) in request.headers {
-            fields.append((name, value, name == "authorization" ? noIndex : none))
-        }
-        fields.append(("content-length", String(request.body.count), none))
-
-        // One arena for all names and values; nghttp2 copies them during submit.
-        var arena: [UInt8] = []
-        var spans: [(name: Range<Int>, value: Range<Int>, flags: UInt8)] = []
-        for (name, value, flags) in fields {
-            let nameStart = arena.count
-            arena.append(contentsOf: name.utf8)
-            let valueStart = arena.count
-            arena.append(contentsOf: value.utf8)
-            spans.append((nameStart..<valueStart, valueStart..<arena.count, flags))
-        }
-        return arena.withUnsafeMutableBufferPointer { storage in
-            let base = storage.baseAddress!
-            var nva = spans.map { span in
-                nghttp2_nv(name: base + span.name.lowerBound, value: base + span.value.lowerBound,
-                           namelen: span.name.count, valuelen: span.value.count, flags: span.flags)
+        // Pseudo-headers first, then the request's prebuilt fields; :path without indexing (apns.md §1, HPACK).
+        var path = request.path
+        var authority = authority
+        return path.withUTF8 { path in
+            authority.withUTF8 { authority in
+                request.fields.withNameValues { fields in
+                    func field(_ name: StaticString, _ value: UnsafeBufferPointer<UInt8>, _ flag: nghttp2_nv_flag) -> nghttp2_nv {
+                        nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: UnsafeMutablePointer(mutating: value.baseAddress!),
+                                   namelen: name.utf8CodeUnitCount, valuelen: value.count, flags: UInt8(flag.rawValue))
+                    }
+                    func field(_ name: StaticString, _ value: StaticString) -> nghttp2_nv {
+                        value.withUTF8Buffer { field(name, $0, NGHTTP2_NV_FLAG_NONE) }
+                    }
+                    var nva = [field(":method", "POST"), field(":scheme", "https"),
+                               field(":authority", authority, NGHTTP2_NV_FLAG_NONE),
+                               field(":path", path, NGHTTP2_NV_FLAG_NO_INDEX)]
+                    nva.append(contentsOf: fields)
+                    var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: box), read_callback: readRequestBody)
+                    return nghttp2_submit_request(session, nil, &nva, nva.count, &provider, box)
+                }
             }
-            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: box), read_callback: readRequestBody)
-            return nghttp2_submit_request(session, nil, &nva, nva.count, &provider, box)
         }
     }
 }

@@ -1,8 +1,63 @@
+import CNGHTTP2
 /// A request ready for the wire: `:path`, the other headers (authorization included) and the body.
 struct APNsRequest: Sendable {
     var path: String
-    var headers: [(name: String, value: String)]
+    /// Every header but the pseudo-headers, encoded once: a fan-out of one message shares one block (and one body).
+    var fields: HeaderFields
     var body: [UInt8]
+
+    init(path: String, fields: HeaderFields, body: [UInt8]) {
+        self.path = path
+        self.fields = fields
+        self.body = body
+    }
+
+    init(path: String, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.init(path: path, fields: HeaderFields(headers, bodyCount: body.count), body: body)
+    }
+}
+
+/// Request headers (plus `content-length`) in one immutable byte buffer, ready to hand to nghttp2 as `nghttp2_nv`s.
+/// Apple asks for `authorization` as a literal without indexing (apns.md §1, HPACK).
+struct HeaderFields: Sendable {
+    private struct Span: Sendable {
+        let name: Range<Int>
+        let value: Range<Int>
+        let neverIndex: Bool
+    }
+
+    private let arena: [UInt8]
+    private let spans: [Span]
+
+    init(_ headers: [(name: String, value: String)], bodyCount: Int) {
+        var arena: [UInt8] = []
+        var spans: [Span] = []
+        for (name, value) in headers + [("content-length", String(bodyCount))] {
+            let nameStart = arena.count
+            arena.append(contentsOf: name.utf8)
+            let valueStart = arena.count
+            arena.append(contentsOf: value.utf8)
+            spans.append(Span(name: nameStart..<valueStart, value: valueStart..<arena.count,
+                              neverIndex: name == "authorization"))
+        }
+        self.arena = arena
+        self.spans = spans
+    }
+
+    var count: Int { spans.count }
+
+    /// Calls `body` with one `nghttp2_nv` per field, valid only during the call (nghttp2 copies them on submit).
+    func withNameValues<R>(_ body: (inout [nghttp2_nv]) -> R) -> R {
+        arena.withUnsafeBufferPointer { storage in
+            let base = UnsafeMutablePointer(mutating: storage.baseAddress!)
+            var nva = spans.map { span in
+                nghttp2_nv(name: base + span.name.lowerBound, value: base + span.value.lowerBound,
+                           namelen: span.name.count, valuelen: span.value.count,
+                           flags: UInt8(span.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
+            }
+            return body(&nva)
+        }
+    }
 }
 
 /// What one request to one host came to at the HTTP/2 level, before classification.

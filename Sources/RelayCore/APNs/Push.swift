@@ -27,8 +27,18 @@ public struct Push: Sendable, Equatable {
         self.payload = payload
     }
 
-    /// `:path` of the request.
-    public var path: String { "/3/device/" + deviceToken.lowercased() }
+    /// `:path` of the request (tokens are stored lowercase; an uppercase one is lowered here).
+    public var path: String {
+        let uppercase = deviceToken.utf8.contains { $0 >= 0x41 && $0 <= 0x5A }
+        return "/3/device/" + (uppercase ? deviceToken.lowercased() : deviceToken)
+    }
+
+    /// Whether `other` carries the same message (headers and payload), whatever its token and host: a fan-out
+    /// encodes such pushes' headers and body once.
+    public func sameMessage(as other: Push) -> Bool {
+        kind == other.kind && priority == other.priority && expiration == other.expiration
+            && collapseID == other.collapseID && topic == other.topic && payload == other.payload
+    }
 
     /// The apns-* request headers in a fixed order (pseudo-headers and authorization are added at the edge).
     public var headers: [(name: String, value: String)] {
