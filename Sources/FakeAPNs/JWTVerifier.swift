@@ -26,8 +26,8 @@ final class JWTVerifier: @unchecked Sendable {
     /// The decoded header and claims if the signature verifies, else nil.
     func verify(_ token: String) -> Parsed? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
-              let claimBytes = Base64URL.decode(String(parts[1])), let signature = Base64URL.decode(String(parts[2])),
+        guard parts.count == 3, let headerBytes = Base64.decode(String(parts[0]), .url),
+              let claimBytes = Base64.decode(String(parts[1]), .url), let signature = Base64.decode(String(parts[2]), .url),
               signature.count == 64, let der = Self.der(fromRaw: signature) else { return nil }
         let message = Array((parts[0] + "." + parts[1]).utf8)
         guard let context = EVP_MD_CTX_new() else { return nil }

@@ -44,21 +44,18 @@ struct Notifier: Sendable {
         guard let devices = await registered else { return false }
         let stamp = Int64(now())
         let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
-        var batches: [OutboxBatch] = []
-        if apns != nil {
-            for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
-                let deviceProps = props.forDevice(serverId: serverID)
-                batches.append(OutboxBatch(
-                    message: message(Payloads.alert(deviceProps, stateID: pause.stateID), .alert, pause, expiry: expiry),
-                    recipients: group.map { ($0, $0.token) }))
-                let starters = group.compactMap { device in device.startToken.map { (device, $0) } }
-                if !starters.isEmpty {
-                    // The start carries the state id as its collapse id too: a rare resend folds into one on the phone.
-                    var start = message(Payloads.liveActivityStart(deviceProps, now: stamp), .start, pause, expiry: expiry)
-                    start.collapseID = pause.stateID
-                    batches.append(OutboxBatch(message: start, recipients: starters))
-                }
+        let batches = apns == nil ? [] : perServer(devices, props) { deviceProps, group in
+            var batches = [OutboxBatch(
+                message: message(Payloads.alert(deviceProps, stateID: pause.stateID), .alert, pause, expiry: expiry),
+                recipients: group.map { ($0, $0.token) })]
+            let starters = group.compactMap { device in device.startToken.map { (device, $0) } }
+            if !starters.isEmpty {
+                // The start carries the state id as its collapse id too: a rare resend folds into one on the phone.
+                var start = message(Payloads.liveActivityStart(deviceProps, now: stamp), .start, pause, expiry: expiry)
+                start.collapseID = pause.stateID
+                batches.append(OutboxBatch(message: start, recipients: starters))
             }
+            return batches
         }
         guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded())) else { return false }
         await relay.countAnnounced()
@@ -74,12 +71,10 @@ struct Notifier: Sendable {
         guard apns != nil else { return true }
         guard let props = await storedProps(pause), let devices = await relay.devices() else { return false }
         let expiry = props.timeoutAt ?? Int64(now()) + 300
-        var batches: [OutboxBatch] = []
-        for (serverID, group) in Dictionary(grouping: devices, by: \.serverID) {
-            let reminder = Payloads.reminder(props.forDevice(serverId: serverID), stateID: pause.stateID,
-                                             minutesLeft: minutesLeft)
-            batches.append(OutboxBatch(message: message(reminder, .reminder, pause, expiry: expiry),
-                                       recipients: group.map { ($0, $0.token) }))
+        let batches = perServer(devices, props) { deviceProps, group in
+            let reminder = Payloads.reminder(deviceProps, stateID: pause.stateID, minutesLeft: minutesLeft)
+            return [OutboxBatch(message: message(reminder, .reminder, pause, expiry: expiry),
+                                recipients: group.map { ($0, $0.token) })]
         }
         guard let items = await relay.enqueue(batches) else { return false }
         await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "remind")
@@ -182,6 +177,14 @@ struct Notifier: Sendable {
     }
 
     // MARK: - Sending
+
+    /// The batches `make` builds for each server id's devices, given the props that carry that id.
+    private func perServer(_ devices: [Device], _ props: WaitingProps,
+                           _ make: (WaitingProps, [Device]) -> [OutboxBatch]) -> [OutboxBatch] {
+        Dictionary(grouping: devices, by: \.serverID).sorted { $0.key < $1.key }.flatMap { serverID, group in
+            make(props.forDevice(serverId: serverID), group)
+        }
+    }
 
     private func message(_ message: PushMessage, _ purpose: PushPurpose, _ pause: PauseRecord,
                          expiry: Int64) -> OutboxMessage {

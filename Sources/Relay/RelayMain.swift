@@ -60,7 +60,7 @@ public enum RelayMain {
         case nil:
             break
         case let other?:
-            FileHandleStderr.write("unknown argument \(other); see prefect-push --help\n")
+            Stderr.write("unknown argument \(other); see prefect-push --help\n")
             exit(2)
         }
 

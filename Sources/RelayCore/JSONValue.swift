@@ -52,8 +52,6 @@ public enum JSONValue: Sendable, Equatable {
         if case .object(let o) = self { return o }
         return nil
     }
-
-    public var isNull: Bool { self == .null }
 }
 
 // MARK: - Literals

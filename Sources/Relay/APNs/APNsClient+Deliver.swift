@@ -1,5 +1,4 @@
 import RelayCore
-import Synchronization
 
 extension APNsClient {
     /// Sends `push` to `device` on the host of the device's stored environment (`push.environment` is
@@ -19,12 +18,5 @@ extension APNsClient {
                                             "reason": delivery.outcome.label])
         }
         return delivery
-    }
-
-    /// Delivers many pushes concurrently (through `fanOut`) and returns the results in the order given.
-    func deliverAll(_ items: [(push: Push, device: Device)]) async -> [Delivery] {
-        let results = Mutex([Delivery?](repeating: nil, count: items.count))
-        _ = await fanOut(items) { index, delivery in results.withLock { $0[index] = delivery } }
-        return results.withLock { $0.map { $0! } }
     }
 }

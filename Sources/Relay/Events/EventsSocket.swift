@@ -146,50 +146,17 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         guard let wsi, wsi == self.wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR else { return 0 }
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-            // Not needed by Prefect (the auth message is), but proxies in front of it may ask for it.
-            guard let authorization, let input else { return 0 }
-            let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
-            let end = cursor.pointee! + length
-            return ("authorization:" as String).withCString { n in
-                authorization.withCString { v in
-                    lws_add_http_header_by_name(wsi, UnsafeRawPointer(n).assumingMemoryBound(to: UInt8.self),
-                                                UnsafeRawPointer(v).assumingMemoryBound(to: UInt8.self),
-                                                Int32(strlen(v)), cursor, end)
-                }
-            } != 0 ? -1 : 0
+            return appendHeaders(wsi, input, length)
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             phase = .authenticating
             let token: JSONValue = authToken.map { .string($0) } ?? .null
             send(JSONValue.object(["type": "auth", "token": token]).encoded())
         case LWS_CALLBACK_CLIENT_RECEIVE:
-            guard let input else { return 0 }
-            if inbox.count + length > EventsSocket.maxMessage {
-                Log.warn("events.oversized", ["bytes": String(inbox.count + length)])
-                inbox.removeAll()
-                return -1
-            }
-            inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
-            if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
-                let message = inbox
-                inbox.removeAll(keepingCapacity: true)
-                received(message)
-            }
+            return receive(wsi, input, length)
         case LWS_CALLBACK_CLIENT_WRITEABLE:
-            guard !outbox.isEmpty else { return 0 }
-            let text = Array(outbox.removeFirst().utf8)
-            let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: CShims_LWS_PRE + text.count)
-            defer { buffer.deallocate() }
-            text.withUnsafeBufferPointer { (buffer + CShims_LWS_PRE).update(from: $0.baseAddress!, count: text.count) }
-            if lws_write(wsi, buffer + CShims_LWS_PRE, text.count, LWS_WRITE_TEXT) < text.count { return -1 }
-            if !outbox.isEmpty { lws_callback_on_writable(wsi) }
+            return writeNext(wsi)
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            if let input, length >= 2 {
-                let bytes = UnsafeRawBufferPointer(start: input, count: length)
-                let code = Int(bytes[0]) << 8 | Int(bytes[1])
-                let text = String(decoding: bytes.dropFirst(2).prefix(200), as: UTF8.self)
-                closeNote = "\(code) \(text)"
-                if code == 1008 { refused(text) }
-            }
+            peerClosed(input, length)
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             guard wsi == self.wsi || self.wsi == nil else { return 0 }
             let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
@@ -203,6 +170,59 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             break
         }
         return 0
+    }
+
+    /// The upgrade's `Authorization`: not needed by Prefect (the auth message is), but proxies in front of it may ask.
+    private func appendHeaders(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let authorization, let input else { return 0 }
+        let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+        let end = cursor.pointee! + length
+        return ("authorization:" as String).withCString { n in
+            authorization.withCString { v in
+                lws_add_http_header_by_name(wsi, UnsafeRawPointer(n).assumingMemoryBound(to: UInt8.self),
+                                            UnsafeRawPointer(v).assumingMemoryBound(to: UInt8.self),
+                                            Int32(strlen(v)), cursor, end)
+            }
+        } != 0 ? -1 : 0
+    }
+
+    /// Collects a message's fragments (bounded by `maxMessage`) and hands the whole message on.
+    private func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let input else { return 0 }
+        if inbox.count + length > EventsSocket.maxMessage {
+            Log.warn("events.oversized", ["bytes": String(inbox.count + length)])
+            inbox.removeAll()
+            return -1
+        }
+        inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+        if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
+            let message = inbox
+            inbox.removeAll(keepingCapacity: true)
+            received(message)
+        }
+        return 0
+    }
+
+    /// Writes the next queued text message (lws wants `LWS_PRE` bytes of room before it).
+    private func writeNext(_ wsi: OpaquePointer) -> Int32 {
+        guard !outbox.isEmpty else { return 0 }
+        let text = Array(outbox.removeFirst().utf8)
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: CShims_LWS_PRE + text.count)
+        defer { buffer.deallocate() }
+        text.withUnsafeBufferPointer { (buffer + CShims_LWS_PRE).update(from: $0.baseAddress!, count: text.count) }
+        if lws_write(wsi, buffer + CShims_LWS_PRE, text.count, LWS_WRITE_TEXT) < text.count { return -1 }
+        if !outbox.isEmpty { lws_callback_on_writable(wsi) }
+        return 0
+    }
+
+    /// The server's close frame: keeps its code and reason for the log; 1008 is a refused credential.
+    private func peerClosed(_ input: UnsafeMutableRawPointer?, _ length: Int) {
+        guard let input, length >= 2 else { return }
+        let bytes = UnsafeRawBufferPointer(start: input, count: length)
+        let code = Int(bytes[0]) << 8 | Int(bytes[1])
+        let text = String(decoding: bytes.dropFirst(2).prefix(200), as: UTF8.self)
+        closeNote = "\(code) \(text)"
+        if code == 1008 { refused(text) }
     }
 
     private func received(_ bytes: [UInt8]) {

@@ -3,13 +3,8 @@ import RelayCore
 // MARK: - Pauses
 
 extension Store {
-    private static let pauseColumns =
+    static let pauseColumns =
         "state_id, run_id, state_name, paused_at, timeout_at, announced_at, reminded_at, ended_at, ended_state"
-
-    func pause(stateID: String) throws -> PauseRecord? {
-        try read("SELECT \(Store.pauseColumns) FROM pauses WHERE state_id = ?1", [.text(stateID)],
-                 row: Store.pause(from:)).first
-    }
 
     /// Records a pause unless its state id is already known; returns whether it was new. The relay records a
     /// pause (with `announcedAt` set when it will announce it) before sending anything: that row is the
@@ -25,13 +20,6 @@ extension Store {
                 .text(p.stateID), .text(p.runID), .text(p.stateName), .integer(p.pausedAt), .integer(p.timeoutAt),
                 .integer(p.announcedAt), .integer(p.remindedAt), .integer(p.endedAt), .text(p.endedState),
             ]) > 0
-    }
-
-    /// Sets when the pause was announced, keeping the first time. False if unknown or already announced.
-    @discardableResult
-    func markAnnounced(stateID: String, at time: Int64) throws -> Bool {
-        try write("UPDATE pauses SET announced_at = ?2 WHERE state_id = ?1 AND announced_at IS NULL",
-                  [.text(stateID), .integer(time)]) > 0
     }
 
     /// Claims the one reminder of a still-waiting pause. True only the first time, so only one is sent.
@@ -78,24 +66,6 @@ extension Store {
         try read("SELECT \(Store.pauseColumns) FROM pauses ORDER BY paused_at, state_id", row: Store.pause(from:))
     }
 
-    /// Pauses not yet ended, oldest first.
-    func waitingPauses() throws -> [PauseRecord] {
-        try read("SELECT \(Store.pauseColumns) FROM pauses WHERE ended_at IS NULL ORDER BY paused_at, state_id",
-                 row: Store.pause(from:))
-    }
-
-    func waitingCount() throws -> Int {
-        try count("SELECT count(*) FROM pauses WHERE ended_at IS NULL")
-    }
-
-    /// The waiting pause of a run, if any (the newest, should there ever be two).
-    func waitingPause(runID: String) throws -> PauseRecord? {
-        try read("""
-            SELECT \(Store.pauseColumns) FROM pauses WHERE run_id = ?1 AND ended_at IS NULL
-            ORDER BY paused_at DESC LIMIT 1
-            """, [.text(runID)], row: Store.pause(from:)).first
-    }
-
     /// Deletes pauses that ended before `cutoff` (the caller passes now minus a day). Returns how many.
     @discardableResult
     func prunePauses(endedBefore cutoff: Int64) throws -> Int {
@@ -104,7 +74,7 @@ extension Store {
 
     // MARK: - Rows
 
-    private static func pause(from row: Statement) -> PauseRecord {
+    static func pause(from row: Statement) -> PauseRecord {
         PauseRecord(stateID: row.string(0), runID: row.string(1), stateName: row.string(2), pausedAt: row.int64(3),
                     timeoutAt: row.optionalInt64(4), announcedAt: row.optionalInt64(5),
                     remindedAt: row.optionalInt64(6), endedAt: row.optionalInt64(7), endedState: row.optionalString(8))

@@ -18,12 +18,12 @@ public struct ProviderTokenClaims: Sendable, Equatable {
 
     /// The JWS signing input.
     public var signingInput: String {
-        Base64URL.encode(headerJSON.encoded()) + "." + Base64URL.encode(claimsJSON.encoded())
+        Base64.encode(headerJSON.encoded(), .url) + "." + Base64.encode(claimsJSON.encoded(), .url)
     }
 
     /// The complete token from a raw 64-byte r‖s signature.
     public func token(signature: [UInt8]) -> String {
-        signingInput + "." + Base64URL.encode(signature)
+        signingInput + "." + Base64.encode(signature, .url)
     }
 }
 

@@ -59,69 +59,78 @@ public struct AlertText: Sendable, Equatable {
         let run = context.run
         let input = PauseInput(keyset: run.state?.runInputKeyset, rows: context.inputRows,
                                parseJSON: readers.parseJSON)
-        let pausedAt = run.state?.timestamp.flatMap(Timestamp.parse)
-
-        let workWaiting = AlertText.newest(context.events.filter {
-            $0.name == AlertText.workWaitingEvent && $0.names(run.resourceID)
-        })
-        let artifact = AlertText.approvalArtifact(context.artifacts)
-        let earlierEvent = AlertText.newest(context.events.filter { event in
-            guard event.names(run.resourceID), event.payload["body"]?.string?.hasVisibleText == true,
-                  let occurred = event.occurred.flatMap(Timestamp.parse) else { return false }
-            return pausedAt.map { occurred <= $0 } ?? true
-        })
-
-        // context
-        var source = ContextSource.none
-        var markdown: String?
-        if let body = workWaiting?.payload["body"]?.string, body.hasVisibleText {
-            (source, markdown) = (.workWaiting, body)
-        } else if let description = input.description {
-            (source, markdown) = (.inputDescription, description)
-        } else if let data = artifact?.data.string, data.hasVisibleText {
-            (source, markdown) = (.approvalArtifact, data)
-        } else if let body = earlierEvent?.payload["body"]?.string {
-            (source, markdown) = (.event, body)
-        }
+        let sources = Sources(context: context)
+        let (source, markdown) = sources.context(input: input)
         let summary = markdown.map(readers.markdown) ?? .empty
-
-        // title
-        var title: String?
-        var titleSource = TitleSource.fallback
-        var titleBlock: Int?
-        if let text = AlertText.line(workWaiting?.payload["title"]?.string, AlertText.maxTitleCharacters) {
-            (title, titleSource) = (text, .workWaiting)
-        } else if let text = AlertText.line(artifact?.description, AlertText.maxTitleCharacters) {
-            (title, titleSource) = (text, .artifactDescription)
-        } else if let first = summary.blocks.first, first.isOpeningTitle,
-                  let text = AlertText.line(first.text, AlertText.maxTitleCharacters) {
-            (title, titleSource, titleBlock) = (text, .opening, 0)
-        } else if let text = AlertText.line(input.question, AlertText.maxTitleCharacters) {
-            (title, titleSource) = (text, .question)
-        } else if let text = AlertText.promptParameter(run.parameters) {
-            (title, titleSource) = (text, .parameter)
-        }
-
-        // body
-        var lines: [String] = []
-        let items = summary.blocks.filter(\.isListItem).prefix(AlertText.maxListItems)
-        if !items.isEmpty {
-            lines = items.compactMap { AlertText.line($0.text, AlertText.maxBodyCharacters) }
-        } else if let opening = summary.blocks.indices.first(where: { $0 != titleBlock }),
-                  let text = AlertText.line(summary.blocks[opening].text, AlertText.maxBodyCharacters) {
-            lines = [text]
-        }
-        if titleSource != .question, let question = AlertText.line(input.question, AlertText.maxTitleCharacters),
-           !lines.contains(question) {
-            lines.append(question)
-        }
-        var body = lines.joined(separator: "\n").truncated(toCharacters: AlertText.maxBodyCharacters)
+        let (title, titleSource, titleBlock) = AlertText.title(sources, summary: summary, input: input, run: run)
+        var body = AlertText.bodyLines(summary, skipping: titleBlock, question: titleSource == .question ? nil : input.question)
+            .joined(separator: "\n").truncated(toCharacters: AlertText.maxBodyCharacters)
         if body.isEmpty { body = AlertText.waitingSentence(run: run, category: input.category) }
 
         let subtitle = AlertText.line(context.flowName, AlertText.maxSubtitleCharacters)
             ?? AlertText.line(run.name, AlertText.maxSubtitleCharacters) ?? ""
         self.init(title: title ?? AlertText.fallbackTitle, subtitle: subtitle, body: body, category: input.category,
                   contextSource: source, titleSource: titleSource)
+    }
+
+    /// The run's events and artifacts that the chains read, picked once.
+    private struct Sources {
+        let workWaiting: RunEvent?
+        let artifact: RunArtifact?
+        /// The newest event naming the run, from before the pause, with a string `payload.body`.
+        let earlierEvent: RunEvent?
+
+        init(context: PauseContext) {
+            let run = context.run
+            let pausedAt = run.state?.timestamp.flatMap(Timestamp.parse)
+            workWaiting = AlertText.newest(context.events.filter {
+                $0.name == AlertText.workWaitingEvent && $0.names(run.resourceID)
+            })
+            artifact = AlertText.approvalArtifact(context.artifacts)
+            earlierEvent = AlertText.newest(context.events.filter { event in
+                guard event.names(run.resourceID), event.payload["body"]?.string?.hasVisibleText == true,
+                      let occurred = event.occurred.flatMap(Timestamp.parse) else { return false }
+                return pausedAt.map { occurred <= $0 } ?? true
+            })
+        }
+
+        /// The context chain: where the markdown comes from, and the markdown.
+        func context(input: PauseInput) -> (ContextSource, String?) {
+            if let body = workWaiting?.payload["body"]?.string, body.hasVisibleText { return (.workWaiting, body) }
+            if let description = input.description { return (.inputDescription, description) }
+            if let data = artifact?.data.string, data.hasVisibleText { return (.approvalArtifact, data) }
+            if let body = earlierEvent?.payload["body"]?.string { return (.event, body) }
+            return (.none, nil)
+        }
+    }
+
+    /// The title chain; `block` is the summary block used as the title (the body skips it).
+    private static func title(_ sources: Sources, summary: MarkdownSummary, input: PauseInput,
+                              run: RunDetails) -> (text: String?, source: TitleSource, block: Int?) {
+        if let text = line(sources.workWaiting?.payload["title"]?.string, maxTitleCharacters) {
+            return (text, .workWaiting, nil)
+        }
+        if let text = line(sources.artifact?.description, maxTitleCharacters) { return (text, .artifactDescription, nil) }
+        if let first = summary.blocks.first, first.isOpeningTitle, let text = line(first.text, maxTitleCharacters) {
+            return (text, .opening, 0)
+        }
+        if let text = line(input.question, maxTitleCharacters) { return (text, .question, nil) }
+        if let text = promptParameter(run.parameters) { return (text, .parameter, nil) }
+        return (nil, .fallback, nil)
+    }
+
+    /// The body: the summary's list items (or its opening text, not the title's block), then `question` if given.
+    private static func bodyLines(_ summary: MarkdownSummary, skipping titleBlock: Int?, question: String?) -> [String] {
+        var lines: [String] = []
+        let items = summary.blocks.filter(\.isListItem).prefix(maxListItems)
+        if !items.isEmpty {
+            lines = items.compactMap { line($0.text, maxBodyCharacters) }
+        } else if let opening = summary.blocks.indices.first(where: { $0 != titleBlock }),
+                  let text = line(summary.blocks[opening].text, maxBodyCharacters) {
+            lines = [text]
+        }
+        if let question = line(question, maxTitleCharacters), !lines.contains(question) { lines.append(question) }
+        return lines
     }
 
     // MARK: - Rungs

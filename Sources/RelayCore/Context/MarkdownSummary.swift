@@ -44,18 +44,6 @@ public struct MarkdownSummary: Sendable, Equatable {
     public static func boundedInput(_ text: String) -> String {
         text.prefix(utf8Bytes: maxInputBytes)
     }
-
-    /// A parser-free reading for when no markdown parser is at hand: each non-empty line is a paragraph.
-    public static func plainLines(_ text: String) -> MarkdownSummary {
-        var blocks: [Block] = []
-        for line in boundedInput(text).split(whereSeparator: \.isNewline) {
-            let trimmed = String(line).trimmingSpaces()
-            guard !trimmed.isEmpty else { continue }
-            blocks.append(.paragraph(text: trimmed.prefix(utf8Bytes: maxBlockBytes), strongOnly: false))
-            if blocks.count == maxBlocks { break }
-        }
-        return MarkdownSummary(blocks: blocks)
-    }
 }
 
 /// How the core reads the text Prefect stores: JSON text (input rows) and markdown (descriptions, artifacts,

@@ -48,6 +48,3 @@ public struct FlowRun: Sendable, Equatable {
         (json.array ?? []).compactMap { FlowRun(json: $0) }
     }
 }
-
-/// The paused listing's items are plain flow runs; the name says which list they came from.
-public typealias PausedRun = FlowRun

@@ -64,13 +64,6 @@ public struct PrefectEvent: Sendable, Equatable {
 
     // MARK: - Parsing
 
-    /// Reads one websocket message. `nil` for anything that is not `{"type":"event","event":{...}}`
-    /// with a usable event (the socket sends nothing else after the handshake, but be strict).
-    public init?(message: JSONValue) {
-        guard message["type"]?.string == "event", let event = message["event"] else { return nil }
-        self.init(json: event)
-    }
-
     /// Reads one event object (as in the socket's `event`, or `/events/filter`'s `events[]`).
     public init?(json: JSONValue) {
         guard let id = json["id"]?.string, !id.isEmpty,

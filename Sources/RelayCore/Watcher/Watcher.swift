@@ -29,7 +29,7 @@ public struct Watcher: Sendable {
         /// A flow-run state event from the socket (live or backfilled, in any order, possibly repeated).
         case event(StateEvent)
         /// The complete list of runs in a `PAUSED` state (after each subscribe, and every 60 s).
-        case listing([PausedRun])
+        case listing([FlowRun])
         /// `GET /flow_runs/{id}`: after an `announce` (it reads the run for the alert anyway) or a `fetchRun`.
         case run(FlowRun)
         /// `GET /flow_runs/{id}` answered 404: the run was deleted.

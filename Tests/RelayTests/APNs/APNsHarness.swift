@@ -1,3 +1,4 @@
+import Synchronization
 @testable import RelayCore
 @testable import Relay
 @testable import FakeAPNs
@@ -49,5 +50,14 @@ struct APNsHarness {
     static func device(_ token: String, start: String? = nil, environment: APNsEnvironment = .production) -> Device {
         Device(id: "dev-" + token.suffix(4), token: token, startToken: start, environment: environment, serverID: "s",
                createdAt: 0, updatedAt: 0)
+    }
+}
+
+extension APNsClient {
+    /// Delivers many pushes (through `fanOut`) and returns the results in the order given.
+    func deliverAll(_ items: [(push: Push, device: Device)]) async -> [Delivery] {
+        let results = Mutex([Delivery?](repeating: nil, count: items.count))
+        _ = await fanOut(items) { index, delivery in results.withLock { $0[index] = delivery } }
+        return results.withLock { $0.map { $0! } }
     }
 }

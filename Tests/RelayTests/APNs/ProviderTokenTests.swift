@@ -8,12 +8,12 @@ import Testing
     @Test func base64URLRoundTripsWithoutPadding() {
         for length in 0..<40 {
             let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 37 + 251) }
-            let encoded = Base64URL.encode(bytes)
+            let encoded = Base64.encode(bytes, .url)
             #expect(!encoded.contains("=") && !encoded.contains("+") && !encoded.contains("/"))
-            #expect(Base64URL.decode(encoded) == bytes)
+            #expect(Base64.decode(encoded, .url) == bytes)
         }
-        #expect(Base64URL.encode("{\"alg\":\"ES256\"}") == "eyJhbGciOiJFUzI1NiJ9")
-        #expect(Base64URL.decode("a*b") == nil)
+        #expect(Base64.encode("{\"alg\":\"ES256\"}", .url) == "eyJhbGciOiJFUzI1NiJ9")
+        #expect(Base64.decode("a*b", .url) == nil)
     }
 
     @Test func claimsAreNumericAndHeaderHasNoType() throws {
@@ -22,7 +22,7 @@ import Testing
         #expect(claims.claimsJSON.encoded() == #"{"iat":1700000000,"iss":"TEAM123456"}"#)
         let parts = claims.signingInput.split(separator: ".")
         #expect(parts.count == 2)
-        let decoded = try JSONParser.parse(Base64URL.decode(String(parts[1]))!)
+        let decoded = try JSONParser.parse(Base64.decode(String(parts[1]), .url)!)
         #expect(decoded["iat"] == .int(1_700_000_000))
     }
 
@@ -35,7 +35,7 @@ import Testing
         #expect(parsed.header == ["alg": "ES256", "kid": .string(APNsFixtures.keyID)])
         #expect(parsed.claims == ["iss": .string(APNsFixtures.teamID), "iat": .int(1_700_000_000)])
         // The raw r‖s form: 64 bytes, not DER.
-        #expect(Base64URL.decode(String(token.split(separator: ".")[2]))?.count == 64)
+        #expect(Base64.decode(String(token.split(separator: ".")[2]), .url)?.count == 64)
         // A token signed by another key must not verify.
         let other = JWTSigner(key: try ProviderKey(path: APNsFixtures.path("other-p256.p8")), keyID: APNsFixtures.keyID,
                               teamID: APNsFixtures.teamID)

@@ -25,17 +25,6 @@ import Testing
         #expect(try !reopened.insertPause(pause("s1")))
     }
 
-    @Test func recordsQuietlyThenAnnouncedOnce() throws {
-        let dir = try StoreScratch()
-        let store = try dir.store()
-        #expect(try store.insertPause(pause("s1")))
-        #expect(try store.pause(stateID: "s1")?.announcedAt == nil)
-        #expect(try store.markAnnounced(stateID: "s1", at: 1100))
-        #expect(try !store.markAnnounced(stateID: "s1", at: 1200))
-        #expect(try store.pause(stateID: "s1")?.announcedAt == 1100)
-        #expect(try !store.markAnnounced(stateID: "ghost", at: 1))
-    }
-
     @Test func remindsOnceAndNeverAfterEnding() throws {
         let dir = try StoreScratch()
         let store = try dir.store()

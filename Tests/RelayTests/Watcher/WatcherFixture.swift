@@ -47,3 +47,11 @@ enum WatcherFixture {
         var description: String { "fixture \(name) is missing or not what the test expects" }
     }
 }
+
+extension PrefectEvent {
+    /// Reads one captured websocket message (`{"type":"event","event":{...}}`); nil for anything else.
+    init?(message: JSONValue) {
+        guard message["type"]?.string == "event", let event = message["event"] else { return nil }
+        self.init(json: event)
+    }
+}

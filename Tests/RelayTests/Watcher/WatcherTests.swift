@@ -7,7 +7,7 @@ import Testing
     // The one-field run of the fixture capture: paused at 22:05:57.142583, timeout 15 min later.
     let paused: StateEvent
     let resumed: StateEvent
-    let listing: [PausedRun]
+    let listing: [FlowRun]
     let t0: Double
 
     init() throws {
