@@ -481,7 +481,7 @@ class Sink:
         return self.arrivals[state]
 
 
-async def real_prefect(work: str, pauses: int, input_pauses: int) -> dict:
+async def real_prefect(work: str, pauses: int, input_pauses: int, waiting_pauses: int) -> dict:
     prefect = os.path.join(os.path.dirname(PYTHON), "prefect")
     home = os.path.join(work, "prefect-home")
     port = free_port()
@@ -532,9 +532,13 @@ async def real_prefect(work: str, pauses: int, input_pauses: int) -> dict:
         await relay.register(1)
 
         series = {}
-        for mode, count in (("plain", pauses), ("input", input_pauses)):
+        for mode, count in (("plain", pauses), ("input", input_pauses), ("waiting", waiting_pauses)):
             if count:
                 series[mode] = await pause_series(mode, count, port, client_env, fake, sink, work)
+                if mode == "waiting":
+                    # Quoted: the alert's text came from the work.waiting event (the relay logs where it read it).
+                    with open(os.path.join(work, "real-relay", "relay.log"), errors="replace") as f:
+                        series[mode]["quoted"] = sum("context=workWaiting" in line for line in f)
                 log(f"real {mode}: relay {series[mode]['relay_from_call']} automation "
                     f"{series[mode]['automation_from_call']}")
         metrics = await relay.metrics()
@@ -545,7 +549,8 @@ async def real_prefect(work: str, pauses: int, input_pauses: int) -> dict:
             await fake.stop()
         await stop(server, timeout=20)
         server_log.close()
-    result = {"plain": series.get("plain"), "input": series.get("input"), "relay_startup_ms": round(startup_ms, 1),
+    result = {"plain": series.get("plain"), "input": series.get("input"), "waiting": series.get("waiting"),
+              "relay_startup_ms": round(startup_ms, 1),
               "metrics": metrics}
     return result
 
@@ -641,10 +646,12 @@ def table(results: dict) -> str:
         row(f"  relay overhead, {d:,} (ms)", entry["relay_overhead"])
         row(f"  scripted peer's REST time, {d:,} (ms)", entry["peer_rest"])
     real = results.get("real")
-    for mode, label in (("plain", "plain pause"), ("input", "pause with RunInput + description")):
+    for mode, label in (("plain", "plain pause"), ("input", "pause with RunInput + description"),
+                        ("waiting", "work.waiting right before the pause")):
         entry = (real or {}).get(mode)
         if entry:
-            row(f"real Prefect, {label}: pause_flow_run → alert (ms)", entry["relay_from_call"])
+            quoted = f", text quoted {entry['quoted']} of {entry['pauses'] + 2}" if "quoted" in entry else ""
+            row(f"real Prefect, {label}: pause_flow_run → alert (ms{quoted})", entry["relay_from_call"])
             row(f"real Prefect, {label}: pause_flow_run → Automation webhook (ms)", entry["automation_from_call"])
     out = "\n".join(rows)
     tp = results.get("throughput")
@@ -701,7 +708,8 @@ async def main() -> None:
         if "footprint" in parts:
             results["footprint"] = await footprint(peer, work, 2 if args.quick else 5)
         if "real" in parts:
-            results["real"] = await real_prefect(work, 5 if args.quick else 20, 3 if args.quick else 10)
+            results["real"] = await real_prefect(work, 5 if args.quick else 20, 3 if args.quick else 10,
+                                                 3 if args.quick else 10)
     finally:
         await peer.stop()
         for process in list(started_processes):

@@ -6,6 +6,7 @@
     flows.py run str     [--timeout S]   pause_flow_run(wait_for_input=str)
     flows.py run artifact                a markdown "approval-request" artifact, then a plain pause
     flows.py run event                   a custom event on the run with payload.body, then a plain pause
+    flows.py run waiting                 a work.waiting event (title and markdown body) right before a plain pause
     flows.py serve                       serve the "suspend" deployment (suspend_flow_run needs one)
 
 `run` prints FLOW_RUN_ID=<id> as soon as the run exists and writes it to $FLOW_RUN_ID_FILE if set, then blocks
@@ -89,6 +90,18 @@ def event_pause():
     pause_flow_run(timeout=TIMEOUT)
 
 
+@flow(name="work-waiting-pause")
+def waiting_pause():
+    from prefect.events import emit_event
+    from prefect.runtime import flow_run
+
+    report()
+    # Emitted right before the pause: it reaches the socket after the Paused event as often as not.
+    emit_event(event="work.waiting", resource={"prefect.resource.id": f"prefect.flow-run.{flow_run.id}"},
+               payload={"title": "Ship billing-api 1.4.2?", "body": "* **change**: faster invoices\n* **risk**: low"})
+    pause_flow_run(timeout=TIMEOUT)
+
+
 @flow(name="suspended-release")
 def suspended_release():
     value = suspend_flow_run(wait_for_input=str, timeout=None)
@@ -96,7 +109,7 @@ def suspended_release():
 
 
 FLOWS = {"input": nightly_deploy, "plain": plain_pause, "str": ask_for_text, "artifact": artifact_pause,
-         "event": event_pause}
+         "event": event_pause, "waiting": waiting_pause}
 
 
 def main() -> None:

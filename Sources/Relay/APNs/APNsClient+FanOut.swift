@@ -120,8 +120,11 @@ private struct FanOut {
 
     var isComplete: Bool { finished == items.count }
 
-    /// Admits items up to `window` in flight; returns them, each aimed at its device's stored host.
-    mutating func admit(window: Int) -> [(index: Int, push: Push)] {
+    /// Admits items up to `window` in flight; returns them, each aimed at its device's stored host. Refills in
+    /// chunks (not one push per answer) so the connection's inbox is locked and its loop woken once per chunk.
+    mutating func admit(window: Int, chunk: Int = 64) -> [(index: Int, push: Push)] {
+        let room = window - (next - finished)
+        guard room > 0, room >= min(chunk, window, items.count - next) else { return [] }
         var batch: [(index: Int, push: Push)] = []
         while next < items.count && next - finished < window {
             state[next] = Item()

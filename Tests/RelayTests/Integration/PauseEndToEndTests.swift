@@ -125,6 +125,23 @@ extension SharedPrefect {
             try e2e.resume(run)
         }
 
+        /// `work.waiting` emitted right before the pause, by a flow the relay has never seen: it waits (bounded) for
+        /// the event, quotes it, and remembers that this flow sends one.
+        @Test func workWaitingRightBeforeThePauseIsQuoted() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("waiting")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            let alert = e2e.pushes(to: EndToEnd.deviceToken, run: run)[0]
+            #expect(alert.payload["aps"]?["alert"]?["title"] == "Ship billing-api 1.4.2?")
+            #expect(alert.payload["aps"]?["alert"]?["body"]?.string?.contains("faster invoices") == true)
+            try e2e.resume(run)
+            sleepSeconds(1)
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            #expect(e2e.relay?.process.log.contains("flow.habit") == true)
+        }
+
         @Test func refusedSocketCredentialIsPlainInTheLog() async throws {
             let api = try await PrefectServer.shared.apiURL()
             let relay = try RelayProcess(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": "admin:wrong"])
