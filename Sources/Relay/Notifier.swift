@@ -115,9 +115,11 @@ struct Notifier: Sendable {
     /// reconnect, and the run read ends the pause in the watcher instead.
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
                             announcing: Bool = false, receivedAt: Double = Clock.monotonic()) async -> PropsResult {
+        // A run the socket has followed since before the pause needs no history reads: it told us all of it.
+        let followed = await relay.follows(runID: pause.runID)
         guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
                                                    pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
-                                                   flowName: flowName) else {
+                                                   flowName: flowName, readHistory: !followed) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return .unavailable
         }
@@ -161,9 +163,13 @@ struct Notifier: Sendable {
     /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
     private func withLiveEvents(_ context: inout PauseContext, runID: String) async -> AlertText {
         let stored = Set(context.events.compactMap(\.id))
-        for event in await relay.liveEvents(runID: runID) where event.id == nil || !stored.contains(event.id!) {
+        let live = await relay.liveEvents(runID: runID)
+        for event in live.events where event.id == nil || !stored.contains(event.id!) {
             context.events.append(event)
         }
+        // Artifacts seen live, newest first, ahead of what was read (the same artifact twice changes nothing).
+        let read = context.artifacts
+        context.artifacts = live.artifacts + read.filter { artifact in !live.artifacts.contains(artifact) }
         return AlertText(context: context, readers: .live)
     }
 

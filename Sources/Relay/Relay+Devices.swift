@@ -5,7 +5,12 @@ extension Relay {
     func countAnnounced() { metrics.announced += 1 }
 
     /// Custom events about the run seen live on the socket (see `RecentRunEvents`).
-    func liveEvents(runID: String) -> [RunEvent] { recentEvents.events(for: runID) }
+    func liveEvents(runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
+        (recentEvents.events(for: runID), recentEvents.artifacts(for: runID))
+    }
+
+    /// Whether the socket has told all of the run's history (`RecentRunEvents.follows`): its history reads add nothing.
+    func follows(runID: String) -> Bool { recentEvents.follows(runID) }
 
     /// Every registered device; nil when the store could not be read (the caller tries again later).
     func devices() -> [Device]? {

@@ -24,6 +24,10 @@ extension Relay {
             metrics.eventsReceived += 1
             guard let event = PrefectEvent(json: json) else { return }
             guard let state = event.stateEvent else {
+                if let (runID, artifact) = RunArtifact.fromCollectionEvent(event) {
+                    recentEvents.add(artifact, runID: runID)
+                    return
+                }
                 // A custom event on a run: context an alert may want before Prefect has stored it.
                 if let runID = event.runID, let runEvent = RunEvent(prefect: json) {
                     Log.debug("events.custom", ["run": runID, "name": String(event.name.prefix(80))])
@@ -35,12 +39,14 @@ extension Relay {
                 return
             }
             habits.sawRun(state.runID, flowID: state.flowID)
+            if !state.isPaused { recentEvents.follow(state.runID) }
             apply(watcher.handle(.event(state), now: now()))
         case .disconnected(let reason, let retryIn):
             if subscribed || Log.isEnabled(.debug) {
                 Log.warn("events.closed", ["reason": reason, "retry_in_ms": String(Int(retryIn * 1000))])
             }
             subscribed = false
+            recentEvents.stopFollowing()
             authRejected = SocketMessage.isAuthRejection(reason)
             metrics.subscribed = false
             metrics.reconnects += 1

@@ -18,20 +18,21 @@ struct ContextGatherer: Sendable {
     /// `pausedAt` is the pause's state timestamp (unix seconds, with the fraction when known), to tell a run that
     /// lags its event from one that has moved on. `flowName` is the name the Paused event's related flow carries;
     /// when known, the flow isn't read.
-    func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil)
-        async -> Gathered?
+    /// `readHistory` false skips the artifacts and events reads (the socket already told them: `RecentRunEvents`).
+    func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
+                readHistory: Bool = true) async -> Gathered?
     {
-        async let artifacts = prefect.filter("/artifacts/filter", [
+        async let artifacts = readHistory ? prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
-        ])
-        async let events = prefect.json("POST", "/events/filter", body: [
+        ]) : .success([])
+        async let events = readHistory ? prefect.json("POST", "/events/filter", body: [
             "filter": [
                 "any_resource": ["id": [.string("prefect.flow-run." + runID)]],
                 "event": ["exclude_prefix": ["prefect.flow-run.", "prefect.task-run.", "prefect.log"]],
                 "order": "DESC",
             ],
             "limit": 50,
-        ])
+        ]) : .failure(HTTPFailure(reason: "not read: the socket followed the run"))
         async let eventFlow = flowName(flowID, known: knownFlowName)
         guard let (runJSON, movedOn) = await currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt),
               let run = RunDetails(prefect: runJSON) else {

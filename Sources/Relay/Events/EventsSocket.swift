@@ -260,7 +260,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     }
 
     /// The relay filter: every event whose primary resource is a flow run (state changes, and custom events such
-    /// as `work.waiting` that an alert may quote), no heartbeats, from a minute before the last event seen (the
+    /// as `work.waiting` that an alert may quote) or an artifact collection (keyed artifacts), no heartbeats, from a minute before the last event seen (the
     /// server clamps `since` to 15 min) until a year ahead.
     func filterMessage() -> String {
         let nowSeconds = now()
@@ -268,7 +268,8 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         let filter: JSONValue = [
             "occurred": ["since": .string(Timestamp.format(since)), "until": .string(Timestamp.format(nowSeconds + 365 * 86400))],
             "event": ["exclude_name": ["prefect.flow-run.heartbeat"]],
-            "resource": ["id_prefix": ["prefect.flow-run."]],
+            // Flow runs' own events, and keyed artifacts (their run is a related resource): see RecentRunEvents.
+            "resource": ["id_prefix": ["prefect.flow-run.", "prefect.artifact-collection."]],
         ]
         return JSONValue.object(["type": "filter", "filter": filter, "backfill": true]).encoded()
     }

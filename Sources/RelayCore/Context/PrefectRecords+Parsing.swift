@@ -56,6 +56,19 @@ extension RunArtifact {
                   data: json["data"] ?? .null, created: json["created"]?.string)
     }
 
+    /// A keyed artifact from Prefect's `prefect.artifact-collection.created|updated` event (payload: key, type, data,
+    /// description; the run is the related `flow-run`), with the run it belongs to.
+    public static func fromCollectionEvent(_ event: PrefectEvent) -> (runID: String, artifact: RunArtifact)? {
+        let runPrefix = "prefect.flow-run."
+        guard event.resourceID.hasPrefix("prefect.artifact-collection."), let key = event.payload["key"]?.string,
+              let run = event.related(role: "flow-run"), run.id.hasPrefix(runPrefix), run.id.count > runPrefix.count
+        else { return nil }
+        let artifact = RunArtifact(key: key, type: event.payload["type"]?.string,
+                                   description: event.payload["description"]?.string,
+                                   data: event.payload["data"] ?? .null, created: Timestamp.format(event.occurred))
+        return (String(run.id.dropFirst(runPrefix.count)), artifact)
+    }
+
     /// `POST /artifacts/filter`: an array of artifacts.
     public static func list(prefect json: JSONValue) -> [RunArtifact] {
         (json.array ?? []).compactMap { RunArtifact(prefect: $0) }

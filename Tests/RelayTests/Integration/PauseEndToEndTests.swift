@@ -125,6 +125,20 @@ extension SharedPrefect {
             try e2e.resume(run)
         }
 
+        /// An approval artifact made before the pause: the socket's artifact event carries it (the run was followed
+        /// from its start, so the relay reads no history), and the alert quotes it.
+        @Test func approvalArtifactIsQuoted() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("artifact")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            let alert = e2e.pushes(to: EndToEnd.deviceToken, run: run)[0]
+            #expect(alert.payload["aps"]?["alert"]?["title"] == "Approval request for the nightly deploy")
+            #expect(alert.payload["aps"]?["alert"]?["body"]?.string?.contains("billing-api") == true)
+            try e2e.resume(run)
+        }
+
         /// `work.waiting` emitted right before the pause, by a flow the relay has never seen: it waits (bounded) for
         /// the event, quotes it, and remembers that this flow sends one.
         @Test func workWaitingRightBeforeThePauseIsQuoted() async throws {
