@@ -9,7 +9,7 @@ PREFECT    := $(VENV)/bin/prefect
 PREFECT_VERSION := 3.9.1
 APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev libcmark-dev \
                 libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl
-IMAGE_PACKAGES := umoci skopeo
+IMAGE_PACKAGES := umoci skopeo zstd
 BIN_DEBUG  := .build/debug/prefect-push
 BIN        := .build/release/prefect-push
 STATIC_DIR := $(CURDIR)/.build/static
@@ -156,17 +156,23 @@ OVERLAY      := .build/k8s-overlay
 HEALTH_PORT  ?= 18080
 BASE_PATH_K8S := /push
 
-# OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root.
+# OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root, and
+# recompresses the layer (deploy/image-compress.py): zstd -19 by default (containerd 1.5+, CRI-O, Podman, Docker 23+),
+# IMAGE_COMPRESSION=gzip for gzip -9 that any runtime pulls. umoci's own gzip is checked first: umoci can't unpack zstd.
+IMAGE_COMPRESSION ?= zstd
 image: build deps-image
 	deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
 	@umount $(IMAGE_ROOT)/rootfs/dev $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
 	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
 	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version
+	$(PYTHON) deploy/image-compress.py $(OCI) $(IMAGE_TAG) $(IMAGE_COMPRESSION)
 	@echo "image $(OCI):$(IMAGE_TAG): $$(du -sb $(OCI)/blobs | cut -f1) bytes compressed, $$(du -sb $(IMAGE_ROOT)/rootfs | cut -f1) unpacked"
 
 # A docker-archive tarball, for `docker load` or `k3s ctr images import` on a node without a registry.
+# Docker archives can't hold zstd layers, so this converts a copy of the layout to gzip first.
 image-archive: image
-	skopeo copy --quiet oci:$(OCI):$(IMAGE_TAG) docker-archive:.build/prefect-push-$(IMAGE_TAG).tar:$(IMAGE):$(IMAGE_TAG)
+	rm -rf $(OCI)-gzip && cp -r $(OCI) $(OCI)-gzip && $(PYTHON) deploy/image-compress.py $(OCI)-gzip $(IMAGE_TAG) gzip
+	skopeo copy --quiet oci:$(OCI)-gzip:$(IMAGE_TAG) docker-archive:.build/prefect-push-$(IMAGE_TAG).tar:$(IMAGE):$(IMAGE_TAG)
 	@echo "wrote .build/prefect-push-$(IMAGE_TAG).tar"
 
 # Pushes the image to $(IMAGE):$(IMAGE_TAG) (credentials: `skopeo login $(REGISTRY)` or ~/.docker/config.json) and
