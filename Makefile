@@ -17,11 +17,12 @@ STATIC_DIR := $(CURDIR)/.build/static
 # system-library targets are only module maps). A plain `swift build` doesn't, so work in progress still builds.
 STRICT_FLAGS  := -Xswiftc -warnings-as-errors -Xcc -Werror
 # Release: static C libraries (deploy/static-libs.sh), linked by lld with packed relative relocations (DT_RELR:
-# 12 kB instead of 1.1 MB of .rela.dyn; needs glibc 2.36 or later where the binary runs). README "Footprint" has
-# the numbers (and why not -Osize), `make size-report` where the bytes go.
+# 12 kB instead of 1.1 MB of .rela.dyn). DT_RELR needs glibc 2.36 or later where the binary runs (Debian 12, the
+# image); `make build PACK_RELOCS=` gives a binary 1.1 MB larger that runs on glibc 2.35 (Ubuntu 22.04). README
+# "Footprint" has the numbers (and why not -Osize), `make size-report` where the bytes go.
+PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
-                 -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --strip-all \
-                 $(STRICT_FLAGS)
+                 -Xswiftc -use-ld=lld $(PACK_RELOCS) -Xlinker --strip-all $(STRICT_FLAGS)
 KUBERNETES_VALIDATE := $(VENV)/bin/kubernetes-validate
 KUBERNETES_VALIDATE_VERSION := 1.37.0
 KUBERNETES_VERSION ?= 1.31.0
