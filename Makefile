@@ -62,9 +62,9 @@ $(PREFECT):
 $(KUBERNETES_VALIDATE): $(PREFECT)
 	$(VENV)/bin/pip install -q --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
 
-# Release: the Swift runtime and the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) are
-# linked in statically, so the node needs only glibc, libm, libstdc++ and libgcc_s. deploy/static-libs.sh explains
-# how; the debug and test builds don't use it and stay dynamic.
+# Release: the Swift runtime, the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) and
+# libstdc++ are linked in statically, so the node needs only glibc (2.36+, see PACK_RELOCS), libm and libgcc_s.
+# deploy/static-libs.sh explains how; the debug and test builds don't use it and stay dynamic.
 build: deps-apt
 	@sh deploy/static-libs.sh $(STATIC_DIR)
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push

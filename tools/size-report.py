@@ -46,7 +46,7 @@ def kind(section: str) -> str:
 def origin(path: str) -> tuple[str, str]:
     """(owner, member): the owner is a module, an archive or 'linker'; member is the archive member if any."""
     if not path:
-        return "linker (headers, tables, padding)", ""
+        return "linker: merged strings, tables, headers", ""
     archive = re.match(r"(.*)\((.*)\)$", path)
     if archive:
         name = os.path.basename(archive.group(1))
