@@ -1,4 +1,5 @@
-/* Release builds only (deploy/static-libs.sh links this object in front of Debian's libsqlite3.a).
+/* Release builds only (deploy/static-libs.sh puts this object, as a one-member archive, ahead of Debian's
+ * libsqlite3.a in the same linker GROUP, so these definitions are the ones the linker finds first).
  *
  * Debian builds SQLite with FTS3/4, FTS5, R*Tree, dbstat and the sqlite_stmt virtual table, and sqlite3_open
  * registers each of them through these functions, so the linker pulls their code (about 330 kB) from the archive

@@ -8,9 +8,10 @@
 #                             (GROUP lets each archive resolve against the others whatever the order)
 #   OUT/lib/libstdc++.a       the same for GCC's static libstdc++ (the Swift runtime's C++ parts): SwiftPM links
 #                             `-lstdc++`, and OUT/lib is searched before the system directories, so the release
-#                             binary carries the ~100 kB of it that it uses instead of needing libstdc++.so.6 (2.2 MB)
+#                             binary carries the ~70 kB of it that it uses instead of needing libstdc++.so.6 (2.2 MB)
 # `make build` passes `--pkg-config-path OUT/pkgconfig`; debug and test builds don't, and stay dynamic.
-# SQLite's unused built-in extensions are left out: see deploy/sqlite-extensions-off.c.
+# SQLite's unused built-in extensions are left out: OUT/lib/libsqlite3.a puts a one-member archive of stubs
+# (deploy/sqlite-extensions-off.c) ahead of Debian's, so the linker takes those symbols from it.
 set -eu
 out=${1:?usage: static-libs.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
