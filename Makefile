@@ -9,12 +9,20 @@ PREFECT    := $(VENV)/bin/prefect
 PREFECT_VERSION := 3.9.1
 APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev libcmark-dev \
                 libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl
-IMAGE_PACKAGES := umoci skopeo
+IMAGE_PACKAGES := umoci skopeo zstd
 BIN_DEBUG  := .build/debug/prefect-push
 BIN        := .build/release/prefect-push
 STATIC_DIR := $(CURDIR)/.build/static
+# Every build the Makefile runs treats compiler warnings as errors (our Swift targets and the CShims C target; the
+# system-library targets are only module maps). A plain `swift build` doesn't, so work in progress still builds.
+STRICT_FLAGS  := -Xswiftc -warnings-as-errors -Xcc -Werror
+# Release: static C libraries (deploy/static-libs.sh), linked by lld with packed relative relocations (DT_RELR:
+# 12 kB instead of 1.1 MB of .rela.dyn). DT_RELR needs glibc 2.36 or later where the binary runs (Debian 12, the
+# image); `make build PACK_RELOCS=` gives a binary 1.1 MB larger that runs on glibc 2.35 (Ubuntu 22.04). README
+# "Footprint" has the numbers (and why not -Osize), `make size-report` where the bytes go.
+PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
-                 -Xlinker --strip-all
+                 -Xswiftc -use-ld=lld $(PACK_RELOCS) -Xlinker --strip-all $(STRICT_FLAGS)
 KUBERNETES_VALIDATE := $(VENV)/bin/kubernetes-validate
 KUBERNETES_VALIDATE_VERSION := 1.37.0
 KUBERNETES_VERSION ?= 1.31.0
@@ -23,7 +31,7 @@ BENCH_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench clean \
+.PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench size-report clean \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -54,9 +62,9 @@ $(PREFECT):
 $(KUBERNETES_VALIDATE): $(PREFECT)
 	$(VENV)/bin/pip install -q --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
 
-# Release: the Swift runtime and the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) are
-# linked in statically, so the node needs only glibc, libm, libstdc++ and libgcc_s. deploy/static-libs.sh explains
-# how; the debug and test builds don't use it and stay dynamic.
+# Release: the Swift runtime, the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) and
+# libstdc++ are linked in statically, so the node needs only glibc (2.36+, see PACK_RELOCS), libm and libgcc_s.
+# deploy/static-libs.sh explains how; the debug and test builds don't use it and stay dynamic.
 build: deps-apt
 	@sh deploy/static-libs.sh $(STATIC_DIR)
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push
@@ -64,12 +72,14 @@ build: deps-apt
 	@echo "dynamic: $$(ldd $(BIN) | awk '{print $$1}' | tr '\n' ' ')"
 
 debug: deps-apt
-	$(SWIFT) build --product prefect-push
+	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
 
 # Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
-# Kubernetes manifests are validated.
+# Kubernetes manifests are validated and every product has built in release, warnings as errors (the CI gate).
 test: deps k8s-validate
-	$(SWIFT) build --build-tests
+	@sh deploy/static-libs.sh $(STATIC_DIR)
+	$(SWIFT) build $(RELEASE_FLAGS)
+	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build
 
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
@@ -107,9 +117,15 @@ run: deps build
 
 # The relay end to end on embedded defaults: local Prefect, the relay, a fake APNs printing what a phone would get.
 demo: deps
-	$(SWIFT) build --product prefect-push
-	$(SWIFT) build --product fake-apns
+	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
+	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
 	tools/demo.sh
+
+# Where the release binary's bytes go: relinks it with a linker map (only the link runs again) and sums the map by
+# library and Swift module, by section kind and by archive member (tools/size-report.py). README "Footprint".
+size-report: build
+	$(SWIFT) build $(RELEASE_FLAGS) -Xlinker -Map=$(CURDIR)/.build/prefect-push.map --product prefect-push
+	$(PYTHON) tools/size-report.py .build/prefect-push.map $(BIN)
 
 # Push latency, APNs throughput next to h2load and aioapns, footprint, and a real Prefect server next to an
 # Automation (bench/run.py). Release builds (the relay as `make build` makes it); 127.0.0.1 only; a few minutes.
@@ -141,17 +157,23 @@ OVERLAY      := .build/k8s-overlay
 HEALTH_PORT  ?= 18080
 BASE_PATH_K8S := /push
 
-# OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root.
+# OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root, and
+# recompresses the layer (deploy/image-compress.py): zstd -19 by default (containerd 1.5+, CRI-O, Podman, Docker 23+),
+# IMAGE_COMPRESSION=gzip for gzip -9 that any runtime pulls. umoci's own gzip is checked first: umoci can't unpack zstd.
+IMAGE_COMPRESSION ?= zstd
 image: build deps-image
 	deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
 	@umount $(IMAGE_ROOT)/rootfs/dev $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
 	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
 	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version
+	$(PYTHON) deploy/image-compress.py $(OCI) $(IMAGE_TAG) $(IMAGE_COMPRESSION)
 	@echo "image $(OCI):$(IMAGE_TAG): $$(du -sb $(OCI)/blobs | cut -f1) bytes compressed, $$(du -sb $(IMAGE_ROOT)/rootfs | cut -f1) unpacked"
 
 # A docker-archive tarball, for `docker load` or `k3s ctr images import` on a node without a registry.
+# Docker archives can't hold zstd layers, so this converts a copy of the layout to gzip first.
 image-archive: image
-	skopeo copy --quiet oci:$(OCI):$(IMAGE_TAG) docker-archive:.build/prefect-push-$(IMAGE_TAG).tar:$(IMAGE):$(IMAGE_TAG)
+	rm -rf $(OCI)-gzip && cp -r $(OCI) $(OCI)-gzip && $(PYTHON) deploy/image-compress.py $(OCI)-gzip $(IMAGE_TAG) gzip
+	skopeo copy --quiet oci:$(OCI)-gzip:$(IMAGE_TAG) docker-archive:.build/prefect-push-$(IMAGE_TAG).tar:$(IMAGE):$(IMAGE_TAG)
 	@echo "wrote .build/prefect-push-$(IMAGE_TAG).tar"
 
 # Pushes the image to $(IMAGE):$(IMAGE_TAG) (credentials: `skopeo login $(REGISTRY)` or ~/.docker/config.json) and

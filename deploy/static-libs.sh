@@ -6,9 +6,15 @@
 #   OUT/pkgconfig/<name>.pc   the same packages, whose only library directory is OUT/lib
 #   OUT/lib/lib<name>.a       linker scripts naming the real Debian `.a` archive plus what it needs
 #                             (GROUP lets each archive resolve against the others whatever the order)
+#   OUT/lib/libstdc++.a       the same for GCC's static libstdc++ (the Swift runtime's C++ parts): SwiftPM links
+#                             `-lstdc++`, and OUT/lib is searched before the system directories, so the release
+#                             binary carries the ~70 kB of it that it uses instead of needing libstdc++.so.6 (2.2 MB)
 # `make build` passes `--pkg-config-path OUT/pkgconfig`; debug and test builds don't, and stay dynamic.
+# SQLite's unused built-in extensions are left out: OUT/lib/libsqlite3.a puts a one-member archive of stubs
+# (deploy/sqlite-extensions-off.c) ahead of Debian's, so the linker takes those symbols from it.
 set -eu
 out=${1:?usage: static-libs.sh OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
 libdir=$(pkg-config --variable=libdir libwebsockets)
 mkdir -p "$out/pkgconfig" "$out/lib"
 
@@ -28,9 +34,15 @@ script websockets ssl crypto cap z
 script nghttp2
 script ssl crypto
 script crypto
-script sqlite3
+${CC:-cc} -O2 -fPIC -c "$here/sqlite-extensions-off.c" -o "$out/lib/sqlite-extensions-off.o"
+rm -f "$out/lib/sqlite-extensions-off.a"
+ar rcs "$out/lib/sqlite-extensions-off.a" "$out/lib/sqlite-extensions-off.o"
+printf 'GROUP ( %s/lib/sqlite-extensions-off.a %s)\n' "$out" "$(archive sqlite3)" > "$out/lib/libsqlite3.a"
 script jansson
 script cmark
+cxx=$(${CC:-cc} -print-file-name=libstdc++.a)
+[ -f "$cxx" ] || { echo "missing libstdc++.a (install g++)" >&2; exit 1; }
+printf 'GROUP ( %s )\n' "$cxx" > "$out/lib/libstdc++.a"
 
 # One .pc per package the targets in Package.swift name, with no Requires (so no system -L sneaks in).
 pc() {

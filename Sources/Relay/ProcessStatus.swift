@@ -8,7 +8,7 @@ enum ProcessStatus {
         defer { fclose(file) }
         var line = [CChar](repeating: 0, count: 256)
         while fgets(&line, Int32(line.count), file) != nil {
-            let text = String(cString: line)
+            let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             if text.hasPrefix("VmRSS:") {
                 let digits = text.dropFirst(6).filter(\.isNumber)
                 return Int(digits).map { $0 * 1024 }

@@ -82,7 +82,7 @@ extension Relay {
             switch await prefect.json("POST", "/flow_runs/filter", body: body) {
             case .success(let reply) where reply.status == 200:
                 guard let json = try? JSONParser.parse(reply.body) else { return }
-                await self.listed(FlowRun.list(json: json))
+                self.listed(FlowRun.list(json: json))
             case .success(let reply):
                 Log.warn("prefect.listing_failed", ["status": String(reply.status)])
             case .failure(let failure):
@@ -173,9 +173,9 @@ extension Relay {
                     Log.warn("prefect.run_unreadable", ["run": runID])
                     return
                 }
-                await self.fetched(runID, read)
-            case .notFound: await self.fetched(runID, nil)
-            case .failed: await self.runReadFailed(runID)
+                self.fetched(runID, read)
+            case .notFound: self.fetched(runID, nil)
+            case .failed: self.runReadFailed(runID)
             }
         }
     }
@@ -238,7 +238,7 @@ extension Relay {
         backgroundWork += 1
         Task {
             await work(notifier)
-            await self.finishedBackground()
+            self.finishedBackground()
         }
     }
 

@@ -128,7 +128,7 @@ public enum RelayMain {
                                    "db": config.dbPath])
         if apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
 
-        let consumer = Task {
+        _ = Task {
             for await message in socketMessages { await relay.received(message) }
         }
         let ticker = Task {

@@ -94,7 +94,7 @@ enum TestFiles {
         var template = Array("/tmp/prefect-push-test-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
-        return String(cString: template)
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     static func read(_ path: String) throws -> String {
