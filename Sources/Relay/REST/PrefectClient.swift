@@ -1,15 +1,15 @@
 import RelayCore
 
-/// REST calls to the watched Prefect server (DESIGN.md §1), over the loop's `HTTPClient`.
+/// REST calls to the watched Prefect server (DESIGN.md §1), over kept-alive connections (`HTTPPool`).
 /// The relay's own calls carry `Authorization: Basic base64(PREFECT_API_AUTH_STRING)`; the credential check
 /// forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") and 429 (a rate limit) are
 /// retried with backoff, waiting at least what `Retry-After` asks (bounded by `longestRetryWait`).
 struct PrefectClient: Sendable {
     let api: HTTPURL
     let ownAuthorization: String?
-    let http: HTTPClient
+    let http: HTTPPool
 
-    init(config: Config, http: HTTPClient) {
+    init(config: Config, http: HTTPPool) {
         api = config.prefectAPI
         ownAuthorization = config.prefectAuth.map { "Basic " + Base64.encode(Array($0.utf8)) }
         self.http = http
