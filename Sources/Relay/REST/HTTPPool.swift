@@ -81,6 +81,9 @@ final class HTTPPool: @unchecked Sendable {
     /// TCP (and for https, TLS) connections opened to any REST origin since start-up (`/metrics`). Any thread.
     static var connectionsOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
     static let openedCounter = Atomic<Int>(0)
+    /// The same, for this pool only. Any thread.
+    var connectionsOpened: Int { opened.load(ordering: .relaxed) }
+    let opened = Atomic<Int>(0)
 
     /// Sends one request and waits for its answer, a failure (no connection, timeout, malformed or oversized
     /// answer), or `call.timeoutSeconds`, counted from now. Safe from any task; resumes exactly once.

@@ -1,0 +1,160 @@
+import Glibc
+import Synchronization
+@testable import Relay
+@testable import RelayCore
+
+/// A loopback HTTP/1.1 server that does what each test scripts, per connection and per request on it: answer
+/// (kept alive or not), hang up without answering (as a server closing an idle connection races a new request),
+/// or never answer. One thread polls the listener and every connection; requests are read up to the end of their
+/// head plus Content-Length.
+final class ScriptedHTTPServer: @unchecked Sendable {
+    enum Action: Sendable {
+        /// A 200 with this body; `close` adds `Connection: close` and closes after writing.
+        case answer(String, close: Bool = false)
+        /// A 200 that says nothing of closing, then a close (as a server's idle timeout would, a moment later).
+        case answerThenHangUp(String)
+        /// Raw bytes as the answer, written as given (the connection stays open).
+        case raw(String)
+        /// Close the connection without a byte of answer.
+        case hangUp
+        /// Keep the connection open and never answer.
+        case stall
+    }
+
+    private struct Client {
+        var fd: Int32
+        var index: Int
+        var requests = 0
+        var buffer: [UInt8] = []
+    }
+
+    let port: Int
+    private let listenFD: Int32
+    private let script: @Sendable (_ connection: Int, _ request: Int) -> Action
+    private let stopping = Atomic<Bool>(false)
+    private let acceptedCount = Atomic<Int>(0)
+    private let requestCount = Atomic<Int>(0)
+    private var thread = pthread_t()
+
+    /// Connections accepted so far.
+    var accepted: Int { acceptedCount.load(ordering: .relaxed) }
+    /// Requests read so far (on all connections).
+    var requests: Int { requestCount.load(ordering: .relaxed) }
+
+    init(script: @escaping @Sendable (_ connection: Int, _ request: Int) -> Action) throws {
+        self.script = script
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard fd >= 0, bound else {
+            close(fd)
+            throw TestFailure("the scripted server could not listen")
+        }
+        listenFD = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let retained = Unmanaged.passRetained(self)
+        guard pthread_create(&thread, nil, { raw in
+            Unmanaged<ScriptedHTTPServer>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, retained.toOpaque()) == 0 else {
+            retained.release()
+            close(fd)
+            throw TestFailure("pthread_create failed")
+        }
+    }
+
+    var url: HTTPURL { HTTPURL(tls: false, host: "127.0.0.1", port: port, path: "") }
+
+    func stop() {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        pthread_join(thread, nil)
+        close(listenFD)
+    }
+
+    private func run() {
+        var clients: [Client] = []
+        defer { clients.forEach { close($0.fd) } }
+        while !stopping.load(ordering: .relaxed) {
+            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
+            fds += clients.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            guard poll(&fds, nfds_t(fds.count), 20) > 0 else { continue }
+            if fds[0].revents != 0 {
+                let fd = accept(listenFD, nil, nil)
+                if fd >= 0 {
+                    clients.append(Client(fd: fd, index: acceptedCount.add(1, ordering: .relaxed).oldValue))
+                }
+            }
+            var closed: [Int32] = []
+            for index in clients.indices where fds.count > index + 1 && fds[index + 1].revents != 0 {
+                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+                let count = recv(clients[index].fd, &chunk, chunk.count, 0)
+                if count <= 0 {
+                    closed.append(clients[index].fd)
+                    continue
+                }
+                clients[index].buffer += chunk[0..<count]
+                while let length = ScriptedHTTPServer.requestLength(clients[index].buffer) {
+                    clients[index].buffer.removeFirst(length)
+                    let action = script(clients[index].index, clients[index].requests)
+                    clients[index].requests += 1
+                    requestCount.add(1, ordering: .relaxed)
+                    if !perform(action, on: clients[index].fd) {
+                        closed.append(clients[index].fd)
+                        break
+                    }
+                }
+            }
+            for fd in closed { close(fd) }
+            clients.removeAll { closed.contains($0.fd) }
+        }
+    }
+
+    /// Returns false when the connection is to be closed.
+    private func perform(_ action: Action, on fd: Int32) -> Bool {
+        switch action {
+        case .answer(let body, let closing):
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
+                + (closing ? "Connection: close\r\n" : "") + "\r\n"
+            write(fd, head + body)
+            return !closing
+        case .answerThenHangUp(let body):
+            write(fd, "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+            return false
+        case .raw(let text):
+            write(fd, text)
+            return true
+        case .hangUp:
+            return false
+        case .stall:
+            return true
+        }
+    }
+
+    private func write(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// The length of the first whole request in `buffer` (head plus Content-Length body), if it has arrived.
+    static func requestLength(_ buffer: [UInt8]) -> Int? {
+        guard buffer.count >= 4 else { return nil }
+        for end in 3..<buffer.count where buffer[end - 3...end].elementsEqual([13, 10, 13, 10]) {
+            let head = String(decoding: buffer[..<(end + 1)], as: UTF8.self).lowercased()
+            var bodyLength = 0
+            for line in head.split(separator: "\r\n") where line.hasPrefix("content-length:") {
+                bodyLength = Int(line.dropFirst(15).filter { $0 != " " }) ?? 0
+            }
+            return buffer.count >= end + 1 + bodyLength ? end + 1 + bodyLength : nil
+        }
+        return nil
+    }
+}
