@@ -156,3 +156,48 @@ import Testing
         guard case .failure = await pool.send(call) else { Issue.record("expected a failure after close"); return }
     }
 }
+
+/// https: the pool's TLS (OpenSSL, ALPN http/1.1 offered, none required) with the test CA, and the host check.
+@Suite struct HTTPPoolTLSTests {
+    func get(_ url: HTTPURL) -> HTTPCall {
+        HTTPCall(method: "GET", url: url, path: "/api/health", headers: [], body: nil, timeoutSeconds: 5)
+    }
+
+    @Test func httpsConnectionsAreVerifiedAndKept() async throws {
+        let server = try ScriptedHTTPServer(tls: true) { _, request in .answer("{\"n\":\(request)}") }
+        defer { server.stop() }
+        let pool = try HTTPPool(options: .init(caFile: APNsFixtures.path("ca.pem")))
+        defer { pool.close() }
+        for index in 0..<3 {
+            let result = await pool.send(get(server.url))
+            guard case .success(let reply) = result else { Issue.record("call \(index): \(result)"); return }
+            #expect(String(decoding: reply.body, as: UTF8.self) == "{\"n\":\(index)}")
+        }
+        #expect(server.accepted == 1)
+        // By name too: the certificate names localhost.
+        var byName = server.url
+        byName.host = "localhost"
+        guard case .success = await pool.send(get(byName)) else { Issue.record("localhost refused"); return }
+    }
+
+    @Test func untrustedOrMisnamedCertificatesFail() async throws {
+        let server = try ScriptedHTTPServer(tls: true) { _, _ in .answer("{}") }
+        defer { server.stop() }
+        let untrusting = try HTTPPool()
+        defer { untrusting.close() }
+        guard case .failure(let failure) = await untrusting.send(get(server.url)) else {
+            Issue.record("a certificate from an unknown CA was accepted"); return
+        }
+        #expect(failure.reason.contains("certificate verify failed"))
+
+        // The certificate is for 127.0.0.1 and localhost, not 127.0.0.2.
+        let elsewhere = try ScriptedHTTPServer(tls: true, host: "127.0.0.2") { _, _ in .answer("{}") }
+        defer { elsewhere.stop() }
+        let pool = try HTTPPool(options: .init(caFile: APNsFixtures.path("ca.pem")))
+        defer { pool.close() }
+        guard case .failure(let misnamed) = await pool.send(get(elsewhere.url)) else {
+            Issue.record("a certificate for another address was accepted"); return
+        }
+        #expect(misnamed.reason.contains("certificate verify failed"))
+    }
+}

@@ -1,3 +1,4 @@
+import COpenSSL
 import Glibc
 import Synchronization
 @testable import Relay
@@ -6,7 +7,8 @@ import Synchronization
 /// A loopback HTTP/1.1 server that does what each test scripts, per connection and per request on it: answer
 /// (kept alive or not), hang up without answering (as a server closing an idle connection races a new request),
 /// or never answer. One thread polls the listener and every connection; requests are read up to the end of their
-/// head plus Content-Length.
+/// head plus Content-Length. With `tls`, it speaks TLS with the test CA's server certificate (127.0.0.1 and
+/// localhost), offering no ALPN, as a plain HTTP/1.1 server behind TLS would.
 final class ScriptedHTTPServer: @unchecked Sendable {
     enum Action: Sendable {
         /// A 200 with this body; `close` adds `Connection: close` and closes after writing.
@@ -23,6 +25,7 @@ final class ScriptedHTTPServer: @unchecked Sendable {
 
     private struct Client {
         var fd: Int32
+        var tls: TLSSocket?
         var index: Int
         var requests = 0
         var buffer: [UInt8] = []
@@ -30,6 +33,8 @@ final class ScriptedHTTPServer: @unchecked Sendable {
 
     let port: Int
     private let listenFD: Int32
+    private let host: String
+    private let sslContext: OpaquePointer?
     private let script: @Sendable (_ connection: Int, _ request: Int) -> Action
     private let stopping = Atomic<Bool>(false)
     private let acceptedCount = Atomic<Int>(0)
@@ -41,14 +46,28 @@ final class ScriptedHTTPServer: @unchecked Sendable {
     /// Requests read so far (on all connections).
     var requests: Int { requestCount.load(ordering: .relaxed) }
 
-    init(script: @escaping @Sendable (_ connection: Int, _ request: Int) -> Action) throws {
+    init(tls: Bool = false, host: String = "127.0.0.1",
+         script: @escaping @Sendable (_ connection: Int, _ request: Int) -> Action) throws {
         self.script = script
+        self.host = host
+        if tls {
+            let context = SSL_CTX_new(TLS_server_method())
+            guard let context,
+                  SSL_CTX_use_certificate_chain_file(context, APNsFixtures.path("server.pem")) == 1,
+                  SSL_CTX_use_PrivateKey_file(context, APNsFixtures.path("server.key"), SSL_FILETYPE_PEM) == 1 else {
+                SSL_CTX_free(context)
+                throw TestFailure("the scripted server's TLS context")
+            }
+            sslContext = context
+        } else {
+            sslContext = nil
+        }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
@@ -57,6 +76,7 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         }
         guard fd >= 0, bound else {
             close(fd)
+            SSL_CTX_free(sslContext)
             throw TestFailure("the scripted server could not listen")
         }
         listenFD = fd
@@ -68,21 +88,23 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         }, retained.toOpaque()) == 0 else {
             retained.release()
             close(fd)
+            SSL_CTX_free(sslContext)
             throw TestFailure("pthread_create failed")
         }
     }
 
-    var url: HTTPURL { HTTPURL(tls: false, host: "127.0.0.1", port: port, path: "") }
+    var url: HTTPURL { HTTPURL(tls: sslContext != nil, host: host, port: port, path: "") }
 
     func stop() {
         guard !stopping.exchange(true, ordering: .relaxed) else { return }
         pthread_join(thread, nil)
         close(listenFD)
+        SSL_CTX_free(sslContext)
     }
 
     private func run() {
         var clients: [Client] = []
-        defer { clients.forEach { close($0.fd) } }
+        defer { clients.forEach { if $0.tls == nil { close($0.fd) } } }
         while !stopping.load(ordering: .relaxed) {
             var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
             fds += clients.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
@@ -90,47 +112,50 @@ final class ScriptedHTTPServer: @unchecked Sendable {
             if fds[0].revents != 0 {
                 let fd = accept(listenFD, nil, nil)
                 if fd >= 0 {
-                    clients.append(Client(fd: fd, index: acceptedCount.add(1, ordering: .relaxed).oldValue))
+                    let index = acceptedCount.add(1, ordering: .relaxed).oldValue
+                    if let sslContext {
+                        // Handshake right here (bounded): the client connects from a thread of its own.
+                        if let socket = handshake(fd, sslContext) { clients.append(Client(fd: fd, tls: socket, index: index)) }
+                    } else {
+                        clients.append(Client(fd: fd, index: index))
+                    }
                 }
             }
             var closed: [Int32] = []
             for index in clients.indices where fds.count > index + 1 && fds[index + 1].revents != 0 {
-                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-                let count = recv(clients[index].fd, &chunk, chunk.count, 0)
-                if count <= 0 {
+                guard receive(&clients[index]) else {
                     closed.append(clients[index].fd)
                     continue
                 }
-                clients[index].buffer += chunk[0..<count]
                 while let length = ScriptedHTTPServer.requestLength(clients[index].buffer) {
                     clients[index].buffer.removeFirst(length)
                     let action = script(clients[index].index, clients[index].requests)
                     clients[index].requests += 1
                     requestCount.add(1, ordering: .relaxed)
-                    if !perform(action, on: clients[index].fd) {
+                    if !perform(action, on: clients[index]) {
                         closed.append(clients[index].fd)
                         break
                     }
                 }
             }
-            for fd in closed { close(fd) }
-            clients.removeAll { closed.contains($0.fd) }
+            for client in clients where closed.contains(client.fd) && client.tls == nil { close(client.fd) }
+            clients.removeAll { closed.contains($0.fd) }  // a TLSSocket closes its own fd
         }
     }
 
     /// Returns false when the connection is to be closed.
-    private func perform(_ action: Action, on fd: Int32) -> Bool {
+    private func perform(_ action: Action, on client: Client) -> Bool {
         switch action {
         case .answer(let body, let closing):
             let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
                 + (closing ? "Connection: close\r\n" : "") + "\r\n"
-            write(fd, head + body)
+            write(client, head + body)
             return !closing
         case .answerThenHangUp(let body):
-            write(fd, "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+            write(client, "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
             return false
         case .raw(let text):
-            write(fd, text)
+            write(client, text)
             return true
         case .hangUp:
             return false
@@ -139,9 +164,57 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         }
     }
 
-    private func write(_ fd: Int32, _ text: String) {
+    private func write(_ client: Client, _ text: String) {
         let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if let tls = client.tls {
+            bytes.withUnsafeBufferPointer { tls.enqueue($0) }
+            let deadline = monotonicMs() + 2000
+            while tls.wantsWrite, tls.flush() == nil, monotonicMs() < deadline {
+                var entry = pollfd(fd: client.fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&entry, 1, 50)
+            }
+            return
+        }
+        _ = bytes.withUnsafeBytes { send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads what arrived; false when the client closed (or broke) the connection.
+    private func receive(_ client: inout Client) -> Bool {
+        if let tls = client.tls {
+            var received: [UInt8] = []
+            let status = tls.readAvailable { received += $0; return true }
+            client.buffer += received
+            if case .closed = status { return false }
+            return true
+        }
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        let count = recv(client.fd, &chunk, chunk.count, 0)
+        guard count > 0 else { return false }
+        client.buffer += chunk[0..<count]
+        return true
+    }
+
+    /// The server side of the TLS handshake on a freshly accepted socket; nil if it fails or takes over 2 s
+    /// (a client that refused the certificate hangs up here).
+    private func handshake(_ fd: Int32, _ context: OpaquePointer) -> TLSSocket? {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        guard let ssl = SSL_new(context) else {
+            close(fd)
+            return nil
+        }
+        let socket = TLSSocket(fd: fd, ssl: ssl)
+        let deadline = monotonicMs() + 2000
+        while monotonicMs() < deadline {
+            guard let progress = try? socket.handshake(asClient: false) else { return nil }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            switch progress {
+            case .done: return socket
+            case .wantRead: break
+            case .wantWrite: entry.events = Int16(POLLOUT)
+            }
+            _ = poll(&entry, 1, 50)
+        }
+        return nil
     }
 
     /// The length of the first whole request in `buffer` (head plus Content-Length body), if it has arrived.
