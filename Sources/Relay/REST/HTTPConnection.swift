@@ -92,7 +92,7 @@ final class HTTPConnection {
     private(set) var served = 0
     /// Monotonic ms when it last became idle (or connected).
     private(set) var idleSince: Int64
-    private var parser = HTTP1ResponseParser(maxBody: HTTPClient.maxResponse)
+    private var parser = HTTP1ResponseParser(maxBody: HTTPPool.maxResponse)
 
     init(id: Int, origin: HTTPPool.Origin, stream: ByteStream, now: Int64) {
         self.id = id
@@ -108,7 +108,7 @@ final class HTTPConnection {
     /// Writes `call`'s request (as much as the socket takes now; the rest on POLLOUT).
     func start(_ call: PooledCall) -> Outcome {
         self.call = call
-        parser = HTTP1ResponseParser(maxBody: HTTPClient.maxResponse)
+        parser = HTTP1ResponseParser(maxBody: HTTPPool.maxResponse)
         call.request.withUnsafeBufferPointer { stream.enqueue($0) }
         if let error = stream.flush() { return .failed(error, beforeAnyByte: true) }
         return .pending

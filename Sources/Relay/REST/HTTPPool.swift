@@ -57,6 +57,9 @@ final class HTTPPool: @unchecked Sendable {
         var thread: pthread_t?
     }
 
+    /// The largest answer body taken; a larger one fails the call.
+    static let maxResponse = 8 * 1024 * 1024
+
     let options: Options
     let userAgent = "prefect-push/\(RelayMain.version)"
     private let wakeFD: Int32
