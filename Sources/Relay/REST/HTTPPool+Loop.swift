@@ -15,60 +15,10 @@ extension HTTPPool {
             let now = monotonicMs()
             for result in connected { adopt(result, now: now) }
             expire(now: now)
+            expireConnects(now: now)
             dispatch(now: now)
             waitForEvents(now: now)
         }
-    }
-
-    // MARK: - Connecting
-
-    private func adopt(_ connected: Connected, now: Int64) {
-        guard let origin = connecting.removeValue(forKey: connected.id) else { return }
-        switch connected.result {
-        case .success(let stream):
-            HTTPPool.openedCounter.add(1, ordering: .relaxed)
-            opened.add(1, ordering: .relaxed)
-            connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream, now: now))
-            Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id),
-                                                 "open": String(connections.count { $0.origin == origin })])
-        case .failure(let error):
-            // This connect was started for the oldest call with no connection: that call gets the error.
-            Log.warn("prefect.http_connect_failed", ["host": origin.authority, "error": error.description])
-            if let index = waiting.firstIndex(where: { $0.origin == origin }) {
-                waiting.remove(at: index).finish(.failure(HTTPFailure(reason: "\(origin.authority): \(error.description)")))
-            }
-        }
-    }
-
-    /// Opens a connection on a thread of its own; the result comes back through `deliver`.
-    private func startConnect(_ origin: Origin) {
-        nextConnectionID += 1
-        let id = nextConnectionID
-        var tls: TLSContext?
-        if origin.tls {
-            if tlsContext == nil {
-                let http11: [UInt8] = [8] + Array("http/1.1".utf8)
-                do {
-                    tlsContext = try TLSContext(caFile: options.caFile, alpn: http11, caVariable: "PREFECT_CA_FILE")
-                } catch {
-                    connecting[id] = origin
-                    adopt(Connected(id: id, result: .failure(TransportError(error.description))), now: monotonicMs())
-                    return
-                }
-            }
-            tls = tlsContext
-        }
-        connecting[id] = origin
-        let job = ConnectJob(pool: self, id: id, origin: origin, tls: tls, timeoutMs: options.connectTimeoutMs)
-        // The thread owns the job (and through it the pool) until it has delivered.
-        let retained = Unmanaged.passRetained(job)
-        var thread = pthread_t()
-        guard pthread_create(&thread, nil, httpConnectMain, retained.toOpaque()) == 0 else {
-            retained.release()
-            adopt(Connected(id: id, result: .failure(TransportError("pthread_create failed"))), now: monotonicMs())
-            return
-        }
-        pthread_detach(thread)
     }
 
     // MARK: - Scheduling
@@ -177,9 +127,12 @@ extension HTTPPool {
                 soonest(connection.idleSince + Int64(options.idleTimeoutMs))
             }
         }
+        for pending in opening { soonest(pending.deadline) }
         let polled = connections
+        let connects = opening
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         for connection in polled { fds.append(pollfd(fd: connection.stream.fd, events: connection.pollEvents, revents: 0)) }
+        for pending in connects { fds.append(pollfd(fd: pending.fd, events: pending.events, revents: 0)) }
         let ready = poll(&fds, nfds_t(fds.count), Int32(clamping: timeout))
         guard ready > 0 else { return }
         if fds[0].revents != 0 { drainWake() }
@@ -187,57 +140,19 @@ extension HTTPPool {
         for (index, connection) in polled.enumerated() where fds[index + 1].revents != 0 || connection.stream.readWantsWrite {
             handle(connection.service(fds[index + 1].revents), on: connection, now: after)
         }
+        for (index, pending) in connects.enumerated() where fds[polled.count + index + 1].revents != 0 {
+            step(pending, now: after)
+        }
     }
 
     private func shutDown() {
         let reason = HTTPFailure(reason: "the relay is shutting down")
         for connection in connections { connection.takeCall()?.finish(.failure(reason)) }
         connections.removeAll()
+        for pending in opening { pending.abandon() }
+        opening.removeAll()
         for call in waiting { call.finish(.failure(reason)) }
         waiting.removeAll()
         for call in takeInbox().calls { call.finish(.failure(reason)) }
     }
-}
-
-/// What a connecting thread needs. The thread owns it (and so keeps the pool alive) until it has delivered.
-private final class ConnectJob {
-    let pool: HTTPPool
-    let id: Int
-    let origin: HTTPPool.Origin
-    let tls: TLSContext?
-    let timeoutMs: Int
-
-    init(pool: HTTPPool, id: Int, origin: HTTPPool.Origin, tls: TLSContext?, timeoutMs: Int) {
-        self.pool = pool
-        self.id = id
-        self.origin = origin
-        self.tls = tls
-        self.timeoutMs = timeoutMs
-    }
-
-    /// Connecting thread: DNS, TCP and (for https) the TLS handshake with host name verification, all within
-    /// `timeoutMs`.
-    func run() {
-        let result: Result<ByteStream, TransportError>
-        do throws(TransportError) {
-            if let tls {
-                result = .success(try TLSSocket.connect(host: origin.host, port: origin.port, tls: tls,
-                                                        timeoutMs: timeoutMs, requireALPN: nil))
-            } else {
-                let fd = try TLSSocket.connectTCP(host: origin.host, port: origin.port,
-                                                  deadline: monotonicMs() + Int64(timeoutMs))
-                result = .success(PlainSocket(fd: fd))
-            }
-        } catch {
-            result = .failure(error)
-        }
-        pool.deliver(HTTPPool.Connected(id: id, result: result))
-    }
-}
-
-/// A connecting thread's entry point; `argument` is an owned reference to its job.
-private func httpConnectMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let argument else { preconditionFailure("HTTP connect thread started without its job") }
-    Unmanaged<ConnectJob>.fromOpaque(argument).takeRetainedValue().run()
-    return nil
 }

@@ -11,9 +11,9 @@ import Synchronization
 /// through here is a read (GET, POST …/filter, /flows/count).
 ///
 /// Threads (the `APNsConnection` pattern): one loop thread, started on first use, owns every connection and polls
-/// them plus an eventfd. Connecting (DNS, TCP, TLS; blocking, up to `connectTimeoutMs`) runs on a short-lived thread
-/// per connection so a slow connect never stalls the answers in flight; it hands the connected stream over through
-/// the inbox. No caller's thread ever blocks.
+/// them plus an eventfd, and opens connections to IP addresses there too, without blocking (`HTTPPool+Connect`). A
+/// host name is resolved and connected on a short-lived thread, since getaddrinfo blocks. No caller's thread ever
+/// blocks.
 ///
 /// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing but the
 /// `inbox` Mutex and the eventfd. Every other stored `var` belongs to the loop thread.
@@ -68,7 +68,10 @@ final class HTTPPool: @unchecked Sendable {
     // Loop-thread state.
     var waiting: [PooledCall] = []
     var connections: [HTTPConnection] = []
+    /// Connections being opened (inline or on a thread), by id.
     var connecting: [Int: Origin] = [:]
+    /// The inline ones, polled with the rest.
+    var opening: [PendingConnect] = []
     var nextConnectionID = 0
     var tlsContext: TLSContext?
 
