@@ -180,6 +180,22 @@ import Testing
         guard case .success = await pool.send(get(byName)) else { Issue.record("localhost refused"); return }
     }
 
+    /// A server that accepts TCP and never speaks TLS: the handshake has the connect deadline too.
+    @Test func aSilentTLSServerFailsWithinTheConnectTimeout() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .stall }
+        defer { server.stop() }
+        var options = HTTPPool.Options(caFile: APNsFixtures.path("ca.pem"))
+        options.connectTimeoutMs = 500
+        let pool = try HTTPPool(options: options)
+        defer { pool.close() }
+        var url = server.url
+        url.tls = true
+        let started = monotonicMs()
+        guard case .failure(let failure) = await pool.send(get(url)) else { Issue.record("expected a failure"); return }
+        #expect(failure.reason.contains("timed out"))
+        #expect(monotonicMs() - started < 2000)
+    }
+
     @Test func untrustedOrMisnamedCertificatesFail() async throws {
         let server = try ScriptedHTTPServer(tls: true) { _, _ in .answer("{}") }
         defer { server.stop() }
