@@ -92,7 +92,7 @@ extension HTTPPool {
             break
         case .answered(let reply, let reusable, let call):
             call.finish(.success(reply))
-            if reusable { connection.becameIdle(now: now) } else { drop(connection, reason: "server closed") }
+            if reusable { connection.becameIdle(now: now) } else { drop(connection, reason: "not kept alive") }
         case .failed(let reason, let beforeAnyByte):
             let reused = connection.served > 0
             let call = connection.takeCall()
