@@ -112,6 +112,9 @@ final class ScriptedHTTPServer: @unchecked Sendable {
             if fds[0].revents != 0 {
                 let fd = accept(listenFD, nil, nil)
                 if fd >= 0 {
+                    // Close-on-exec at once: a child process another test spawns must not inherit the socket, or
+                    // closing it here would not hang up on the client. (accept4 isn't visible without _GNU_SOURCE.)
+                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
                     let index = acceptedCount.add(1, ordering: .relaxed).oldValue
                     if let sslContext {
                         // Handshake right here (bounded): the client connects from a thread of its own.
