@@ -110,7 +110,8 @@ import Testing
         let elapsed = monotonicMs() - started
         guard case .failure(let failure) = result else { Issue.record("expected a timeout"); return }
         #expect(failure.reason.contains("did not answer within 1 s"))
-        #expect(elapsed >= 900 && elapsed < 3000)
+        // Well under the 10 s default (the bound leaves room for a loaded machine resuming the test late).
+        #expect(elapsed >= 900 && elapsed < 9000)
         // The timed-out connection is not reused: the next call opens another.
         _ = await pool.send(get(server, timeout: 1))
         #expect(server.accepted == 2)
