@@ -32,6 +32,29 @@ import Testing
         #expect(pool.connectionsOpened == 1)
     }
 
+    @Test func requestsCarryHostUserAgentAndTheirBody() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .answer("1") }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        let post = HTTPCall(method: "POST", url: server.url, path: "/api/flows/count",
+                            headers: [("accept", "application/json"), ("authorization", "Basic eDp5"),
+                                      ("content-type", "application/json")], body: Array("{}".utf8))
+        #expect(status(await pool.send(post)) == 200)
+        #expect(status(await pool.send(get(server, "/api/flows/abc"))) == 200)
+        let texts = server.requestTexts
+        #expect(texts.first == "POST /api/flows/count HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n"
+            + "User-Agent: prefect-push/\(RelayMain.version)\r\naccept: application/json\r\n"
+            + "authorization: Basic eDp5\r\ncontent-type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        #expect(texts.last?.hasPrefix("GET /api/flows/abc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n") == true)
+        #expect(texts.last?.contains("Content-Length") == false)
+        // A header value that would split the request is refused before anything is sent.
+        let smuggled = HTTPCall(method: "GET", url: server.url, path: "/api/x", headers: [("authorization", "a\r\nX: y")],
+                                body: nil)
+        guard case .failure = await pool.send(smuggled) else { Issue.record("sent a header with CRLF"); return }
+        #expect(server.requests == 2)
+    }
+
     @Test func callsBeyondTheLimitWaitTheirTurn() async throws {
         let server = try ScriptedHTTPServer { _, _ in .answer("{}") }
         defer { server.stop() }

@@ -39,12 +39,15 @@ final class ScriptedHTTPServer: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private let acceptedCount = Atomic<Int>(0)
     private let requestCount = Atomic<Int>(0)
+    private let received = Mutex<[String]>([])
     private var thread = pthread_t()
 
     /// Connections accepted so far.
     var accepted: Int { acceptedCount.load(ordering: .relaxed) }
     /// Requests read so far (on all connections).
     var requests: Int { requestCount.load(ordering: .relaxed) }
+    /// Every request read, head and body, as text, in order.
+    var requestTexts: [String] { received.withLock { $0 } }
 
     init(tls: Bool = false, host: String = "127.0.0.1",
          script: @escaping @Sendable (_ connection: Int, _ request: Int) -> Action) throws {
@@ -131,6 +134,8 @@ final class ScriptedHTTPServer: @unchecked Sendable {
                     continue
                 }
                 while let length = ScriptedHTTPServer.requestLength(clients[index].buffer) {
+                    let text = String(decoding: clients[index].buffer[..<length], as: UTF8.self)
+                    received.withLock { $0.append(text) }
                     clients[index].buffer.removeFirst(length)
                     let action = script(clients[index].index, clients[index].requests)
                     clients[index].requests += 1
