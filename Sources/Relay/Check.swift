@@ -5,8 +5,8 @@ import RelayCore
 /// `ok` or `failed` with what to fix, then exits 0 (all ok), 1 (a check failed) or 2 (the configuration itself is
 /// invalid, including an unreadable APNs key). Meant for a deploy step or a first run on a new node.
 ///
-/// It reuses the relay's own clients: the libwebsockets loop with `HTTPClient` (`POST /flows/count` with the
-/// relay's credential) and `EventsSocket` (subprotocol `prefect`, the auth message, `auth_success`), and for APNs
+/// It reuses the relay's own clients: `HTTPPool` (`POST /flows/count` with the relay's credential), the
+/// libwebsockets loop with `EventsSocket` (subprotocol `prefect`, the auth message, `auth_success`), and for APNs
 /// `TLSContext` + `TLSSocket.connect` (TLS with ALPN h2 against the system roots and `APNS_CA_FILE`) and, with a
 /// key, one `APNsClient` probe per host. The probe goes to a made-up device token: Apple judges the provider token
 /// before the device token, so `BadDeviceToken` means the key, key id, team id and topic were all accepted, and
@@ -98,17 +98,22 @@ enum Check {
     // MARK: - Prefect
 
     private static func prefect(_ config: Config, _ report: Report) async {
-        let http = HTTPClient()
+        let http: HTTPPool
+        do {
+            http = try HTTPPool(options: .init(caFile: config.prefectCAFile))
+        } catch {
+            return report.add(Line(.failed, "prefect", "\(error)"))
+        }
+        defer { http.close() }
         let client = PrefectClient(config: config, http: http)
         let (messages, sink) = AsyncStream.makeStream(of: SocketMessage.self)
         let events = EventsSocket(config: config) { sink.yield($0) }
         let loop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile), handlers: [http, events])
+            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile), handlers: [events])
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)", fix: "check PREFECT_CA_FILE is a readable PEM file"))
         }
-        http.loop = loop
         events.loop = loop
         loop.start()
         defer { loop.stop() }

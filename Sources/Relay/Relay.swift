@@ -69,6 +69,7 @@ actor Relay {
     func metricsText() -> String {
         var metrics = self.metrics
         metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
+        metrics.prefectConnectionsOpened = HTTPPool.connectionsOpenedTotal
         metrics.outboxPending = (try? store.outboxCount()) ?? 0
         return metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
                        residentBytes: ProcessStatus.residentBytes())

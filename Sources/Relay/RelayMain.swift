@@ -87,8 +87,13 @@ public enum RelayMain {
             fail("\(error)")
         }
 
-        let httpClient = HTTPClient()
-        let prefect = PrefectClient(config: config, http: httpClient)
+        let prefectHTTP: HTTPPool
+        do {
+            prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile))
+        } catch {
+            fail("\(error)")
+        }
+        let prefect = PrefectClient(config: config, http: prefectHTTP)
         let relay: Relay
         do {
             relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil)
@@ -114,12 +119,11 @@ public enum RelayMain {
         do {
             loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile,
                                                       clientTLS: config.prefectAPI.tls),
-                                      handlers: [server, httpClient, events])
+                                      handlers: [server, events])
         } catch {
             fail("\(error)")
         }
         server.loop = loop
-        httpClient.loop = loop
         events.loop = loop
         loop.start()
         Log.info("relay.started", ["version": version, "port": String(loop.listenPort ?? config.port),
@@ -149,6 +153,7 @@ public enum RelayMain {
             try? await Task.sleep(for: .milliseconds(20))
         }
         apns?.shutdown()
+        prefectHTTP.close()
         loop.stop()
         socketSink.finish()
         await relay.flushSettled()

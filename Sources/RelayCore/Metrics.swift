@@ -8,6 +8,7 @@ public struct Metrics: Sendable {
     public var reconnects = 0
     public var subscribed = false
     public var apnsConnectionsOpened = 0
+    public var prefectConnectionsOpened = 0
     /// Stored pushes rescheduled after a 429/5xx, a timeout or a lost connection.
     public var pushRetries = 0
     /// Pushes stored in the outbox, not yet answered (a gauge the relay sets when rendering).
@@ -54,6 +55,8 @@ public struct Metrics: Sendable {
                [("", String(outboxPending))])
         metric("prefect_push_apns_connections_opened_total", "counter", "APNs HTTP/2 connections opened.",
                [("", String(apnsConnectionsOpened))])
+        metric("prefect_push_prefect_connections_opened_total", "counter", "Connections opened for REST calls to Prefect.",
+               [("", String(prefectConnectionsOpened))])
         metric("prefect_push_socket_reconnects_total", "counter", "Times the events socket dropped.",
                [("", String(reconnects))])
         metric("prefect_push_subscribed", "gauge", "1 while the events socket is authenticated and filtered.",

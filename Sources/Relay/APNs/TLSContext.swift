@@ -9,7 +9,9 @@ import CShims
 final class TLSContext: @unchecked Sendable {
     let context: OpaquePointer
 
-    init(caFile: String?, alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]) throws(TLSError) {
+    /// `caVariable` names the setting `caFile` came from, for the error message.
+    init(caFile: String?, alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")],
+         caVariable: String = "APNS_CA_FILE") throws(TLSError) {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new") }
         do {
             try TLSError.check(CShims_SSL_CTX_set_min_tls12(context), "SSL_CTX_set_min_proto_version")
@@ -17,7 +19,7 @@ final class TLSContext: @unchecked Sendable {
             try TLSError.check(SSL_CTX_set_default_verify_paths(context), "SSL_CTX_set_default_verify_paths")
             if let caFile {
                 guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-                    throw TLSError("SSL_CTX_load_verify_locations", detail: "APNS_CA_FILE \(caFile) is not a readable PEM file")
+                    throw TLSError("SSL_CTX_load_verify_locations", detail: "\(caVariable) \(caFile) is not a readable PEM file")
                 }
             }
             // SSL_CTX_set_alpn_protos returns 0 on success, unlike the rest of OpenSSL.

@@ -9,8 +9,10 @@ public struct TransportError: Error, CustomStringConvertible {
 
 extension TLSSocket {
     /// Resolves `host` afresh (so a reconnect can land on another APNs server), connects without blocking
-    /// past `timeoutMs`, and completes the TLS handshake, requiring ALPN `h2`. Blocks the calling loop thread.
-    static func connect(host: String, port: Int, tls: TLSContext, timeoutMs: Int) throws(TransportError) -> TLSSocket {
+    /// past `timeoutMs`, and completes the TLS handshake, requiring ALPN `requireALPN` (`h2` for APNs; nil accepts
+    /// whatever the server chose, or no ALPN, as an HTTP/1.1 peer may). Blocks the calling thread.
+    static func connect(host: String, port: Int, tls: TLSContext, timeoutMs: Int,
+                        requireALPN: String? = "h2") throws(TransportError) -> TLSSocket {
         let deadline = monotonicMs() + Int64(timeoutMs)
         let fd = try connectTCP(host: host, port: port, deadline: deadline)
         let ssl: OpaquePointer
@@ -25,7 +27,10 @@ extension TLSSocket {
             let events: Int16
             switch progress {
             case .done:
-                guard socket.alpn == "h2" else { throw TransportError("\(host) did not agree to HTTP/2 (ALPN h2)") }
+                if let requireALPN, socket.alpn != requireALPN {
+                    throw TransportError(requireALPN == "h2" ? "\(host) did not agree to HTTP/2 (ALPN h2)"
+                                                             : "\(host) did not agree to ALPN \(requireALPN)")
+                }
                 return socket
             case .wantRead: events = Int16(POLLIN)
             case .wantWrite: events = Int16(POLLOUT)
@@ -34,7 +39,8 @@ extension TLSSocket {
         }
     }
 
-    private static func connectTCP(host: String, port: Int, deadline: Int64) throws(TransportError) -> Int32 {
+    /// A non-blocking TCP socket to `host:port` with TCP_NODELAY, connected by `deadline` (monotonic ms).
+    static func connectTCP(host: String, port: Int, deadline: Int64) throws(TransportError) -> Int32 {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

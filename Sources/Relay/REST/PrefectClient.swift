@@ -1,15 +1,16 @@
 import RelayCore
 
-/// REST calls to the watched Prefect server (DESIGN.md §1), over the loop's `HTTPClient`.
+/// REST calls to the watched Prefect server (DESIGN.md §1), over kept-alive connections (`HTTPPool`).
 /// The relay's own calls carry `Config.prefectAuthorization`: `Bearer <PREFECT_API_KEY>` for Prefect Cloud, or
-/// `Basic base64(PREFECT_API_AUTH_STRING)`; the credential check forwards the caller's header instead. 503 (Prefect's SQLite "database is locked") and 429 (a rate limit) are
+/// `Basic base64(PREFECT_API_AUTH_STRING)`; the credential check forwards the caller's header instead. 503
+/// (Prefect's SQLite "database is locked") and 429 (a rate limit) are
 /// retried with backoff, waiting at least what `Retry-After` asks (bounded by `longestRetryWait`).
 struct PrefectClient: Sendable {
     let api: HTTPURL
     let ownAuthorization: String?
-    let http: HTTPClient
+    let http: HTTPPool
 
-    init(config: Config, http: HTTPClient) {
+    init(config: Config, http: HTTPPool) {
         api = config.prefectAPI
         ownAuthorization = config.prefectAuthorization
         self.http = http

@@ -9,12 +9,12 @@ import Testing
 
     @Test func restCarriesBearerForAKeyAndBasicForAnAuthString() throws {
         let cloud = try Config(environment: ["PREFECT_API_URL": Self.root, "PREFECT_API_KEY": "pnu_abc"])
-        #expect(PrefectClient(config: cloud, http: HTTPClient()).ownAuthorization == "Bearer pnu_abc")
+        #expect(PrefectClient(config: cloud, http: try HTTPPool()).ownAuthorization == "Bearer pnu_abc")
         let basic = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:4200/api",
                                              "PREFECT_API_AUTH_STRING": "admin:pass"])
-        #expect(PrefectClient(config: basic, http: HTTPClient()).ownAuthorization == "Basic YWRtaW46cGFzcw==")
+        #expect(PrefectClient(config: basic, http: try HTTPPool()).ownAuthorization == "Basic YWRtaW46cGFzcw==")
         let open = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:4200/api"])
-        #expect(PrefectClient(config: open, http: HTTPClient()).ownAuthorization == nil)
+        #expect(PrefectClient(config: open, http: try HTTPPool()).ownAuthorization == nil)
     }
 
     @Test func refusedCredentialEndings() {

@@ -6,21 +6,18 @@ extension SharedPrefect {
     /// The REST reads behind an alert (run, flow, input rows with the retry, artifacts, events) against a real
     /// Prefect server, each with a run made for it by tools/flows.py, and the alert text they produce.
     @Suite(.serialized) struct ContextGathererTests {
-        /// A Prefect client on a loop of its own (no listener), as the relay has.
+        /// A Prefect client with a connection pool of its own, as the relay has.
         final class Client: @unchecked Sendable {
-            let loop: WebSocketsLoop
+            let http: HTTPPool
             let gatherer: ContextGatherer
 
             init(api: String) throws {
                 let config = try Config(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString])
-                let http = HTTPClient()
-                loop = try WebSocketsLoop(settings: .init(), handlers: [http])
-                http.loop = loop
-                loop.start()
+                http = try HTTPPool()
                 gatherer = ContextGatherer(prefect: PrefectClient(config: config, http: http))
             }
 
-            deinit { loop.stop() }
+            deinit { http.close() }
         }
 
         /// `waitForStoredEvent`: Prefect stores events a few seconds after they happen; this read tests /events/filter,

@@ -70,6 +70,7 @@ import Testing
         for name in ["prefect_push_events_received_total", "prefect_push_pauses_announced_total",
                      "prefect_push_pauses_reminded_total", "prefect_push_pauses_ended_total", "prefect_push_pushes_total",
                      "prefect_push_event_to_apns_seconds", "prefect_push_apns_connections_opened_total",
+                     "prefect_push_prefect_connections_opened_total",
                      "prefect_push_socket_reconnects_total", "prefect_push_subscribed", "prefect_push_devices",
                      "prefect_push_waiting", "prefect_push_resident_memory_bytes"] {
             #expect(exposition.types[name] != nil, "no # TYPE for \(name)")
@@ -84,6 +85,7 @@ import Testing
         #expect(exposition.value("prefect_push_pushes_total", ["kind": "alert", "status": "200", "reason": ""]) == 1)
         #expect(exposition.value("prefect_push_pushes_total", ["kind": "alert", "status": "410", "reason": "Unregistered"]) == 1)
         #expect(exposition.value("prefect_push_apns_connections_opened_total") == 1)
+        #expect((exposition.value("prefect_push_prefect_connections_opened_total") ?? 0) >= 1)  // the scripted peer closes each
         #expect(exposition.value("prefect_push_socket_reconnects_total") == 0)
         #expect(exposition.value("prefect_push_subscribed") == 1)
         #expect(exposition.value("prefect_push_devices") == 1)  // the 410 removed the other phone

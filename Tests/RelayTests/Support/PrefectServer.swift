@@ -103,23 +103,49 @@ final class RelayProcess: @unchecked Sendable {
     }
 
     /// Starts the relay with `environment` (PORT and DB_PATH filled in when absent) and waits for /health.
+    /// A free port picked here can be taken by another process before the relay binds it: then it tries another.
     init(environment: [String: String], directory: String? = nil, waitForHealth: Bool = true) throws {
         self.directory = directory ?? TestFiles.temporaryDirectory()
         var env = environment
-        if env["PORT"] == nil { env["PORT"] = String(TestSocket.freePort()) }
+        let pickPort = env["PORT"] == nil
         if env["DB_PATH"] == nil { env["DB_PATH"] = self.directory + "/relay.db" }
-        port = Int(env["PORT"]!)!
-        process = try ChildProcess(RelayProcess.binary, [], environment: env, logPath: self.directory + "/relay.log")
-        guard waitForHealth else { return }
-        let base = env["BASE_PATH"] ?? ""
+        var attempt = 0
+        while true {
+            attempt += 1
+            if pickPort { env["PORT"] = String(TestSocket.freePort()) }
+            let port = Int(env["PORT"]!)!
+            let process = try ChildProcess(RelayProcess.binary, [], environment: env, logPath: self.directory + "/relay.log")
+            guard waitForHealth else {
+                (self.port, self.process) = (port, process)
+                return
+            }
+            switch RelayProcess.waitForHealth(process, port: port, base: env["BASE_PATH"] ?? "") {
+            case .up:
+                (self.port, self.process) = (port, process)
+                return
+            case .portTaken where pickPort && attempt < 4:
+                continue
+            case .portTaken, .down:
+                process.stop(signal: SIGKILL)
+                throw TestFailure("the relay did not answer /health: \(process.log.suffix(2000))")
+            }
+        }
+    }
+
+    private enum Health { case up, portTaken, down }
+
+    private static func waitForHealth(_ process: ChildProcess, port: Int, base: String) -> Health {
         let deadline = Clock.monotonic() + 20
         while Clock.monotonic() < deadline {
-            if let reply = try? http.request("GET", base + "/health", timeout: 2), reply.status == 200 { return }
-            if process.waitForExit(timeout: 0) != nil { break }
+            if let reply = try? TestHTTP(port: port).request("GET", base + "/health", timeout: 2), reply.status == 200 {
+                return .up
+            }
+            if process.waitForExit(timeout: 0) != nil {
+                return process.log.contains("could not listen on port") ? .portTaken : .down
+            }
             sleepSeconds(0.05)
         }
-        process.stop(signal: SIGKILL)
-        throw TestFailure("the relay did not answer /health: \(process.log.suffix(2000))")
+        return .down
     }
 
     deinit {

@@ -1,0 +1,211 @@
+import Glibc
+import RelayCore
+
+// Opening connections. A host given as an IP address (Prefect on 127.0.0.1 or a LAN address, the usual case) is
+// connected on the loop thread without blocking: TCP connect, then for https the TLS handshake, each step when
+// poll() says the socket is ready. A host name needs getaddrinfo, which blocks, so that connection is opened on a
+// short-lived thread of its own and handed back through the inbox. (A thread costs ~0.1-1 ms to get scheduled on a
+// busy 2-core machine, which is why addresses don't take that path.)
+
+/// A connection being opened on the loop thread. Loop thread only.
+final class PendingConnect {
+    enum Phase {
+        case tcp(fd: Int32)
+        case tls(TLSSocket)
+    }
+
+    let id: Int
+    let origin: HTTPPool.Origin
+    let deadline: Int64
+    var phase: Phase
+    /// What to poll for next.
+    var events = Int16(POLLOUT)
+
+    init(id: Int, origin: HTTPPool.Origin, fd: Int32, deadline: Int64) {
+        self.id = id
+        self.origin = origin
+        self.phase = .tcp(fd: fd)
+        self.deadline = deadline
+    }
+
+    var fd: Int32 {
+        switch phase {
+        case .tcp(let fd): return fd
+        case .tls(let socket): return socket.fd
+        }
+    }
+
+    /// Closes a plain fd not yet handed to a stream (a `TLSSocket` closes its own).
+    func abandon() {
+        if case .tcp(let fd) = phase {
+            close(fd)
+            phase = .tcp(fd: -1)
+        }
+    }
+}
+
+extension HTTPPool {
+    /// Starts opening one connection to `origin`; the outcome reaches `adopt`.
+    func startConnect(_ origin: Origin) {
+        nextConnectionID += 1
+        let id = nextConnectionID
+        connecting[id] = origin
+        var tls: TLSContext?
+        if origin.tls {
+            if tlsContext == nil {
+                let http11: [UInt8] = [8] + Array("http/1.1".utf8)
+                do {
+                    tlsContext = try TLSContext(caFile: options.caFile, alpn: http11, caVariable: "PREFECT_CA_FILE")
+                } catch {
+                    return adopt(Connected(id: id, result: .failure(TransportError(error.description))), now: monotonicMs())
+                }
+            }
+            tls = tlsContext
+        }
+        if startInline(id: id, origin: origin) { return }
+        let job = ConnectJob(pool: self, id: id, origin: origin, tls: tls, timeoutMs: options.connectTimeoutMs)
+        // The thread owns the job (and through it the pool) until it has delivered.
+        let retained = Unmanaged.passRetained(job)
+        var thread = pthread_t()
+        guard pthread_create(&thread, nil, httpConnectMain, retained.toOpaque()) == 0 else {
+            retained.release()
+            return adopt(Connected(id: id, result: .failure(TransportError("pthread_create failed"))), now: monotonicMs())
+        }
+        pthread_detach(thread)
+    }
+
+    /// A connection attempt is over: a new idle connection, or the oldest call with none gets the error.
+    func adopt(_ connected: Connected, now: Int64) {
+        guard let origin = connecting.removeValue(forKey: connected.id) else { return }
+        switch connected.result {
+        case .success(let stream):
+            HTTPPool.openedCounter.add(1, ordering: .relaxed)
+            opened.add(1, ordering: .relaxed)
+            connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream, now: now))
+            Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id),
+                                                 "open": String(connections.count { $0.origin == origin })])
+        case .failure(let error):
+            Log.warn("prefect.http_connect_failed", ["host": origin.authority, "error": error.description])
+            if let index = waiting.firstIndex(where: { $0.origin == origin }) {
+                waiting.remove(at: index).finish(.failure(HTTPFailure(reason: "\(origin.authority): \(error.description)")))
+            }
+        }
+    }
+
+    // MARK: - On the loop thread
+
+    /// For a numeric host: a non-blocking socket with its connect under way (or failed already). False for a name.
+    private func startInline(id: Int, origin: Origin) -> Bool {
+        var hints = addrinfo()
+        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(origin.host, String(origin.port), &hints, &list) == 0, let info = list else { return false }
+        defer { freeaddrinfo(list) }
+        let what = "connect to \(origin.authority)"
+        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            adopt(Connected(id: id, result: .failure(TransportError("socket: " + String(cString: strerror(errno))))),
+                  now: monotonicMs())
+            return true
+        }
+        guard Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 || errno == EINPROGRESS else {
+            let error = TransportError("\(what): " + String(cString: strerror(errno)))
+            Glibc.close(fd)
+            adopt(Connected(id: id, result: .failure(error)), now: monotonicMs())
+            return true
+        }
+        opening.append(PendingConnect(id: id, origin: origin, fd: fd, deadline: monotonicMs() + Int64(options.connectTimeoutMs)))
+        return true
+    }
+
+    /// One step of an inline connect, after poll() reported its socket.
+    func step(_ pending: PendingConnect, now: Int64) {
+        do throws(TransportError) {
+            if case .tcp(let fd) = pending.phase {
+                var soError: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
+                guard soError == 0 else {
+                    throw TransportError("connect to \(pending.origin.authority): " + String(cString: strerror(soError)))
+                }
+                var one: Int32 = 1
+                // Requests are small and latency-bound; don't let Nagle hold them back.
+                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                guard pending.origin.tls, let tlsContext else { return finish(pending, .success(PlainSocket(fd: fd)), now) }
+                let ssl: OpaquePointer
+                do { ssl = try tlsContext.makeSSL(host: pending.origin.host) } catch { throw TransportError(error.description) }
+                pending.phase = .tls(TLSSocket(fd: fd, ssl: ssl))  // the TLSSocket owns the fd from here
+            }
+            guard case .tls(let socket) = pending.phase else { return }
+            let progress: TLSSocket.Progress
+            do { progress = try socket.handshake(asClient: true) } catch { throw TransportError(error.description) }
+            switch progress {
+            case .done: finish(pending, .success(socket), now)
+            case .wantRead: pending.events = Int16(POLLIN)
+            case .wantWrite: pending.events = Int16(POLLOUT)
+            }
+        } catch {
+            pending.abandon()
+            finish(pending, .failure(error), now)
+        }
+    }
+
+    /// Fails inline connects past their deadline.
+    func expireConnects(now: Int64) {
+        for pending in opening where now >= pending.deadline {
+            pending.abandon()
+            finish(pending, .failure(TransportError("connect to \(pending.origin.authority) timed out")), now)
+        }
+    }
+
+    private func finish(_ pending: PendingConnect, _ result: Result<ByteStream, TransportError>, _ now: Int64) {
+        opening.removeAll { $0 === pending }
+        adopt(Connected(id: pending.id, result: result), now: now)
+    }
+}
+
+// MARK: - On a thread of its own
+
+/// What a connecting thread needs. The thread owns it (and so keeps the pool alive) until it has delivered.
+private final class ConnectJob {
+    let pool: HTTPPool
+    let id: Int
+    let origin: HTTPPool.Origin
+    let tls: TLSContext?
+    let timeoutMs: Int
+
+    init(pool: HTTPPool, id: Int, origin: HTTPPool.Origin, tls: TLSContext?, timeoutMs: Int) {
+        self.pool = pool
+        self.id = id
+        self.origin = origin
+        self.tls = tls
+        self.timeoutMs = timeoutMs
+    }
+
+    /// Connecting thread: DNS, TCP and (for https) the TLS handshake with host name verification, all within
+    /// `timeoutMs` (DNS excepted: getaddrinfo has no deadline; the call's own deadline still holds).
+    func run() {
+        let result: Result<ByteStream, TransportError>
+        do throws(TransportError) {
+            if let tls {
+                result = .success(try TLSSocket.connect(host: origin.host, port: origin.port, tls: tls,
+                                                        timeoutMs: timeoutMs, requireALPN: nil))
+            } else {
+                let fd = try TLSSocket.connectTCP(host: origin.host, port: origin.port,
+                                                  deadline: monotonicMs() + Int64(timeoutMs))
+                result = .success(PlainSocket(fd: fd))
+            }
+        } catch {
+            result = .failure(error)
+        }
+        pool.deliver(HTTPPool.Connected(id: id, result: result))
+    }
+}
+
+/// A connecting thread's entry point; `argument` is an owned reference to its job.
+private func httpConnectMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let argument else { preconditionFailure("HTTP connect thread started without its job") }
+    Unmanaged<ConnectJob>.fromOpaque(argument).takeRetainedValue().run()
+    return nil
+}

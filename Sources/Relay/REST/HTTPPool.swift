@@ -1,0 +1,214 @@
+import CShims
+import Glibc
+import RelayCore
+import Synchronization
+
+/// HTTP/1.1 client with kept-alive connections: a small pool per origin (scheme, host, port), used for every REST
+/// read from Prefect. Up to `maxConnectionsPerHost` connections each carry one request at a time and stay open
+/// between requests, until `idleTimeoutMs` passes unused or the server answers `Connection: close`; calls beyond
+/// that wait, first come first served. A request on a reused connection that sees no byte of an answer before the
+/// connection fails (the server closed it while idle) is sent once more on a fresh connection: every call made
+/// through here is a read (GET, POST …/filter, /flows/count).
+///
+/// Threads (the `APNsConnection` pattern): one loop thread, started on first use, owns every connection and polls
+/// them plus an eventfd, and opens connections to IP addresses there too, without blocking (`HTTPPool+Connect`). A
+/// host name is resolved and connected on a short-lived thread, since getaddrinfo blocks. No caller's thread ever
+/// blocks.
+///
+/// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing but the
+/// `inbox` Mutex and the eventfd. Every other stored `var` belongs to the loop thread.
+final class HTTPPool: @unchecked Sendable {
+    struct Options: Sendable {
+        var maxConnectionsPerHost = 6
+        var idleTimeoutMs = 30_000
+        var connectTimeoutMs = 5_000
+        /// Extra CA file for https origins (PREFECT_CA_FILE), on top of the system roots.
+        var caFile: String?
+
+        init(caFile: String? = nil) { self.caFile = caFile }
+    }
+
+    /// Where a connection goes: one pool of connections each.
+    struct Origin: Hashable, Sendable {
+        var tls: Bool
+        var host: String
+        var port: Int
+
+        init(_ url: HTTPURL) {
+            tls = url.tls
+            host = url.host
+            port = url.port
+        }
+
+        var authority: String { HTTPURL(tls: tls, host: host, port: port, path: "").authority }
+    }
+
+    /// A connecting thread's result, handed to the loop. `@unchecked Sendable`: the stream moves from the
+    /// connecting thread to the loop thread through the inbox and is never touched by the sender again.
+    struct Connected: @unchecked Sendable {
+        let id: Int
+        let result: Result<ByteStream, TransportError>
+    }
+
+    private struct Inbox {
+        var calls: [PooledCall] = []
+        var connected: [Connected] = []
+        var closing = false
+        var thread: pthread_t?
+    }
+
+    /// The largest answer body taken; a larger one fails the call.
+    static let maxResponse = 8 * 1024 * 1024
+
+    let options: Options
+    let userAgent = "prefect-push/\(RelayMain.version)"
+    private let wakeFD: Int32
+    private let inbox = Mutex(Inbox())
+
+    // Loop-thread state.
+    var waiting: [PooledCall] = []
+    var connections: [HTTPConnection] = []
+    /// Connections being opened (inline or on a thread), by id.
+    var connecting: [Int: Origin] = [:]
+    /// The inline ones, polled with the rest.
+    var opening: [PendingConnect] = []
+    var nextConnectionID = 0
+    var tlsContext: TLSContext?
+
+    init(options: Options = Options()) throws(IOError) {
+        self.options = options
+        wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        // OpenSSL writes with write(2): a peer that hung up must give EPIPE, not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    deinit { Glibc.close(wakeFD) }
+
+    /// TCP (and for https, TLS) connections opened to any REST origin since start-up (`/metrics`). Any thread.
+    static var connectionsOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
+    static let openedCounter = Atomic<Int>(0)
+    /// The same, for this pool only. Any thread.
+    var connectionsOpened: Int { opened.load(ordering: .relaxed) }
+    let opened = Atomic<Int>(0)
+
+    /// Sends one request and waits for its answer, a failure (no connection, timeout, malformed or oversized
+    /// answer), or `call.timeoutSeconds`, counted from now. Safe from any task; resumes exactly once.
+    func send(_ call: HTTPCall) async -> Result<HTTPReply, HTTPFailure> {
+        guard let request = HTTP1Request.serialize(method: call.method, path: call.path, authority: call.url.authority,
+                                                   headers: call.headers, body: call.body, userAgent: userAgent) else {
+            return .failure(HTTPFailure(reason: "refused to send a request with a line break or NUL in it"))
+        }
+        return await withCheckedContinuation { continuation in
+            let pending = PooledCall(call: call, request: request,
+                                     deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000,
+                                     continuation: continuation)
+            let accepted = inbox.withLock { inbox -> Bool? in
+                guard !inbox.closing else { return nil }
+                if inbox.thread == nil { inbox.thread = startLoop() }
+                guard inbox.thread != nil else { return nil }
+                inbox.calls.append(pending)
+                return inbox.calls.count == 1
+            }
+            switch accepted {
+            case nil: pending.finish(.failure(HTTPFailure(reason: "the relay is shutting down")))
+            case true?: wake()
+            case false?: break  // a wake-up for this batch is already on its way
+            }
+        }
+    }
+
+    /// Stops the loop thread: waiting and in-flight calls fail, connections close. Idempotent; any thread but
+    /// the loop's.
+    func close() {
+        let thread = inbox.withLock { inbox -> pthread_t? in
+            inbox.closing = true
+            defer { inbox.thread = nil }
+            return inbox.thread
+        }
+        guard let thread else { return }
+        wake()
+        pthread_join(thread, nil)
+    }
+
+    /// Takes what other threads queued. Loop thread only.
+    func takeInbox() -> (calls: [PooledCall], connected: [Connected], closing: Bool) {
+        inbox.withLock { inbox in
+            defer {
+                inbox.calls.removeAll()
+                inbox.connected.removeAll()
+            }
+            return (inbox.calls, inbox.connected, inbox.closing)
+        }
+    }
+
+    /// A connecting thread reports. Any thread.
+    func deliver(_ connected: Connected) {
+        inbox.withLock { $0.connected.append(connected) }
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Empties the eventfd after poll() said it is readable. Loop thread only.
+    func drainWake() {
+        var count: UInt64 = 0
+        _ = read(wakeFD, &count, 8)
+    }
+
+    var wakeDescriptor: Int32 { wakeFD }
+
+    private func startLoop() -> pthread_t? {
+        var thread = pthread_t()
+        // The thread owns one reference until `run` returns; `close()` is what ends it.
+        let retained = Unmanaged.passRetained(self)
+        guard pthread_create(&thread, nil, httpPoolMain, retained.toOpaque()) == 0 else {
+            retained.release()
+            Log.error("prefect.http_thread", ["error": "pthread_create failed"])
+            return nil
+        }
+        return thread
+    }
+}
+
+/// The loop thread's entry point; `argument` is an owned reference to the pool.
+private func httpPoolMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let argument else { preconditionFailure("HTTP pool loop started without its pool") }
+    Unmanaged<HTTPPool>.fromOpaque(argument).takeRetainedValue().run()
+    return nil
+}
+
+/// One call in the pool: the request bytes, the deadline, and the caller's continuation.
+///
+/// `@unchecked Sendable`: built on the caller's task and handed over through the pool's locked inbox; from then on
+/// only the loop thread touches it.
+final class PooledCall: @unchecked Sendable {
+    let call: HTTPCall
+    let origin: HTTPPool.Origin
+    let request: [UInt8]
+    /// Monotonic ms after which the caller gets a timeout failure.
+    let deadline: Int64
+    /// Already sent once on a reused connection that failed before answering; it goes on a fresh one now.
+    var retried = false
+    private var continuation: CheckedContinuation<Result<HTTPReply, HTTPFailure>, Never>?
+
+    init(call: HTTPCall, request: [UInt8], deadline: Int64,
+         continuation: CheckedContinuation<Result<HTTPReply, HTTPFailure>, Never>) {
+        self.call = call
+        origin = HTTPPool.Origin(call.url)
+        self.request = request
+        self.deadline = deadline
+        self.continuation = continuation
+    }
+
+    var isFinished: Bool { continuation == nil }
+
+    /// Resumes the caller. Later calls are ignored, so the continuation resumes exactly once.
+    func finish(_ result: Result<HTTPReply, HTTPFailure>) {
+        guard let continuation else { return }
+        self.continuation = nil
+        continuation.resume(returning: result)
+    }
+}

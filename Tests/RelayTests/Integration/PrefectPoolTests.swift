@@ -1,0 +1,66 @@
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+extension SharedPrefect {
+    /// The connection pool against a real Prefect server (uvicorn): reads reuse connections, concurrent reads stay
+    /// within the pool's limit, and connections the server closes when idle (uvicorn's keep-alive timeout, 5 s by
+    /// default) are replaced without the caller noticing.
+    @Suite(.serialized) struct PrefectPoolTests {
+        func client(maxConnections: Int = 6) async throws -> (PrefectClient, HTTPPool) {
+            let api = try await PrefectServer.shared.apiURL()
+            let config = try Config(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString])
+            var options = HTTPPool.Options()
+            options.maxConnectionsPerHost = maxConnections
+            let pool = try HTTPPool(options: options)
+            return (PrefectClient(config: config, http: pool), pool)
+        }
+
+        func isCount(_ result: Result<HTTPReply, HTTPFailure>) -> Bool {
+            guard case .success(let reply) = result, reply.status == 200 else { return false }
+            return (try? JSONParser.parse(reply.body))?.int != nil
+        }
+
+        @Test func sequentialReadsOpenOneConnection() async throws {
+            let (prefect, pool) = try await client()
+            defer { pool.close() }
+            for _ in 0..<20 {
+                #expect(isCount(await prefect.json("POST", "/flows/count", body: [:])))
+                if case .failed(let why) = await prefect.read("/flow_runs/00000000-0000-0000-0000-000000000000") {
+                    Issue.record("read failed: \(why)")
+                }
+            }
+            #expect(pool.connectionsOpened == 1)
+            // The credential check goes the same way.
+            #expect(try await prefect.checkCredential(PrefectServer.authorization).get() == 200)
+            #expect(try await prefect.checkCredential("Basic " + Base64.encode(Array("admin:wrong".utf8))).get() == 401)
+            #expect(pool.connectionsOpened == 1)
+        }
+
+        @Test func concurrentReadsStayWithinThePool() async throws {
+            let (prefect, pool) = try await client(maxConnections: 3)
+            defer { pool.close() }
+            for round in 0..<3 {
+                let results = await withTaskGroup(of: Bool.self) { group in
+                    for _ in 0..<15 {
+                        group.addTask { self.isCount(await prefect.json("POST", "/flows/count", body: [:])) }
+                    }
+                    return await group.reduce(into: [Bool]()) { $0.append($1) }
+                }
+                #expect(results == Array(repeating: true, count: 15), "round \(round)")
+                #expect(pool.connectionsOpened <= 3, "round \(round)")
+            }
+        }
+
+        @Test func idleConnectionsClosedByTheServerAreReplaced() async throws {
+            let (prefect, pool) = try await client()
+            defer { pool.close() }
+            #expect(isCount(await prefect.json("POST", "/flows/count", body: [:])))
+            #expect(pool.connectionsOpened == 1)
+            // Past uvicorn's keep-alive timeout: the server has closed our idle connection.
+            try await Task.sleep(for: .seconds(6))
+            for _ in 0..<3 { #expect(isCount(await prefect.json("POST", "/flows/count", body: [:]))) }
+            #expect(pool.connectionsOpened == 2)
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import Glibc
+import Synchronization
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+/// The Prefect connection pool against scripted loopback servers: reuse, the per-host limit and its queue, a
+/// server that hangs up on a reused connection, `Connection: close`, and a server that never answers.
+@Suite struct HTTPPoolTests {
+    func get(_ server: ScriptedHTTPServer, _ path: String = "/api/x", timeout: Int32 = 10) -> HTTPCall {
+        HTTPCall(method: "GET", url: server.url, path: path, headers: [("accept", "application/json")], body: nil,
+                 timeoutSeconds: timeout)
+    }
+
+    func status(_ result: Result<HTTPReply, HTTPFailure>) -> Int? {
+        if case .success(let reply) = result { return reply.status }
+        return nil
+    }
+
+    @Test func sequentialCallsShareOneConnection() async throws {
+        let server = try ScriptedHTTPServer { _, request in .answer("{\"n\":\(request)}") }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        for index in 0..<10 {
+            let result = await pool.send(get(server))
+            guard case .success(let reply) = result else { Issue.record("call \(index): \(result)"); return }
+            #expect(reply.status == 200)
+            #expect(String(decoding: reply.body, as: UTF8.self) == "{\"n\":\(index)}")
+        }
+        #expect(server.accepted == 1)
+        #expect(pool.connectionsOpened == 1)
+    }
+
+    @Test func requestsCarryHostUserAgentAndTheirBody() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .answer("1") }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        let post = HTTPCall(method: "POST", url: server.url, path: "/api/flows/count",
+                            headers: [("accept", "application/json"), ("authorization", "Basic eDp5"),
+                                      ("content-type", "application/json")], body: Array("{}".utf8))
+        #expect(status(await pool.send(post)) == 200)
+        #expect(status(await pool.send(get(server, "/api/flows/abc"))) == 200)
+        let texts = server.requestTexts
+        #expect(texts.first == "POST /api/flows/count HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n"
+            + "User-Agent: prefect-push/\(RelayMain.version)\r\naccept: application/json\r\n"
+            + "authorization: Basic eDp5\r\ncontent-type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        #expect(texts.last?.hasPrefix("GET /api/flows/abc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n") == true)
+        #expect(texts.last?.contains("Content-Length") == false)
+        // A header value that would split the request is refused before anything is sent.
+        let smuggled = HTTPCall(method: "GET", url: server.url, path: "/api/x", headers: [("authorization", "a\r\nX: y")],
+                                body: nil)
+        guard case .failure = await pool.send(smuggled) else { Issue.record("sent a header with CRLF"); return }
+        #expect(server.requests == 2)
+    }
+
+    @Test func callsBeyondTheLimitWaitTheirTurn() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .answer("{}") }
+        defer { server.stop() }
+        var options = HTTPPool.Options()
+        options.maxConnectionsPerHost = 2
+        let pool = try HTTPPool(options: options)
+        defer { pool.close() }
+        let statuses = await withTaskGroup(of: Int?.self) { group in
+            for _ in 0..<12 { group.addTask { self.status(await pool.send(self.get(server))) } }
+            return await group.reduce(into: [Int?]()) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 12))
+        #expect(server.accepted <= 2)
+        #expect(pool.connectionsOpened <= 2)
+        #expect(server.requests == 12)
+    }
+
+    /// The race keep-alive clients must survive: the server closes an idle connection just as a request goes out
+    /// on it. The request is sent again, once, on a new connection.
+    @Test func aReusedConnectionThatHangsUpIsReplaced() async throws {
+        let server = try ScriptedHTTPServer { connection, request in
+            connection == 0 && request == 1 ? .hangUp : .answer("{\"c\":\(connection)}")
+        }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        #expect(status(await pool.send(get(server))) == 200)
+        let second = await pool.send(get(server))
+        guard case .success(let reply) = second else { Issue.record("\(second)"); return }
+        #expect(String(decoding: reply.body, as: UTF8.self) == "{\"c\":1}")
+        #expect(server.accepted == 2)
+        #expect(pool.connectionsOpened == 2)
+    }
+
+    /// A fresh connection that hangs up is not retried: the server saw the request and said nothing.
+    @Test func aFreshConnectionThatHangsUpFails() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .hangUp }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        guard case .failure = await pool.send(get(server)) else { Issue.record("expected a failure"); return }
+        #expect(server.requests == 1)
+    }
+
+    @Test func connectionCloseIsHonoured() async throws {
+        let server = try ScriptedHTTPServer { connection, _ in .answer("{}", close: connection == 0) }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        #expect(status(await pool.send(get(server))) == 200)
+        #expect(status(await pool.send(get(server))) == 200)
+        #expect(status(await pool.send(get(server))) == 200)
+        #expect(server.accepted == 2)
+    }
+
+    @Test func aServerThatClosesAnIdleConnectionIsNoticed() async throws {
+        // The first connection answers once and then closes; the pool sees the close while idle and opens anew.
+        let server = try ScriptedHTTPServer { connection, _ in connection == 0 ? .answerThenHangUp("{}") : .answer("{}") }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        #expect(status(await pool.send(get(server))) == 200)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(status(await pool.send(get(server))) == 200)
+        #expect(status(await pool.send(get(server))) == 200)
+        #expect(server.accepted == 2)
+    }
+
+    @Test func aStalledServerTimesOut() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .stall }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        let started = monotonicMs()
+        let result = await pool.send(get(server, timeout: 1))
+        let elapsed = monotonicMs() - started
+        guard case .failure(let failure) = result else { Issue.record("expected a timeout"); return }
+        #expect(failure.reason.contains("did not answer within 1 s"))
+        // Well under the 10 s default (the bound leaves room for a loaded machine resuming the test late).
+        #expect(elapsed >= 900 && elapsed < 9000)
+        // The timed-out connection is not reused: the next call opens another.
+        _ = await pool.send(get(server, timeout: 1))
+        #expect(server.accepted == 2)
+    }
+
+    @Test func chunkedAnswersAndRetryAfter() async throws {
+        let server = try ScriptedHTTPServer { _, request in
+            request == 0
+                ? .raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\n[1,\r\n2\r\n2]\r\n0\r\nT: 1\r\n\r\n")
+                : .raw("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n")
+        }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        guard case .success(let first) = await pool.send(get(server)) else { Issue.record("no answer"); return }
+        #expect(String(decoding: first.body, as: UTF8.self) == "[1,2]")
+        #expect(first.retryAfter == nil)
+        guard case .success(let second) = await pool.send(get(server)) else { Issue.record("no answer"); return }
+        #expect(second.status == 503)
+        #expect(second.retryAfter == 2)
+        #expect(server.accepted == 1)
+    }
+
+    @Test func nobodyListening() async throws {
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        let port = TestSocket.freePort()
+        let call = HTTPCall(method: "GET", url: HTTPURL(tls: false, host: "127.0.0.1", port: port, path: ""),
+                            path: "/", headers: [], body: nil)
+        guard case .failure(let failure) = await pool.send(call) else { Issue.record("expected a failure"); return }
+        #expect(failure.reason.contains("127.0.0.1:\(port)"))
+    }
+
+    @Test func closingFailsWhatIsWaiting() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .stall }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        let call = get(server)
+        let waiting = Task { await pool.send(call) }
+        try await Task.sleep(for: .milliseconds(200))
+        pool.close()
+        guard case .failure = await waiting.value else { Issue.record("expected a failure"); return }
+        guard case .failure = await pool.send(call) else { Issue.record("expected a failure after close"); return }
+    }
+}
+
+/// https: the pool's TLS (OpenSSL, ALPN http/1.1 offered, none required) with the test CA, and the host check.
+@Suite struct HTTPPoolTLSTests {
+    func get(_ url: HTTPURL) -> HTTPCall {
+        HTTPCall(method: "GET", url: url, path: "/api/health", headers: [], body: nil, timeoutSeconds: 5)
+    }
+
+    @Test func httpsConnectionsAreVerifiedAndKept() async throws {
+        let server = try ScriptedHTTPServer(tls: true) { _, request in .answer("{\"n\":\(request)}") }
+        defer { server.stop() }
+        let pool = try HTTPPool(options: .init(caFile: APNsFixtures.path("ca.pem")))
+        defer { pool.close() }
+        for index in 0..<3 {
+            let result = await pool.send(get(server.url))
+            guard case .success(let reply) = result else { Issue.record("call \(index): \(result)"); return }
+            #expect(String(decoding: reply.body, as: UTF8.self) == "{\"n\":\(index)}")
+        }
+        #expect(server.accepted == 1)
+        // By name too: the certificate names localhost.
+        var byName = server.url
+        byName.host = "localhost"
+        guard case .success = await pool.send(get(byName)) else { Issue.record("localhost refused"); return }
+    }
+
+    /// A server that accepts TCP and never speaks TLS: the handshake has the connect deadline too.
+    @Test func aSilentTLSServerFailsWithinTheConnectTimeout() async throws {
+        let server = try ScriptedHTTPServer { _, _ in .stall }
+        defer { server.stop() }
+        var options = HTTPPool.Options(caFile: APNsFixtures.path("ca.pem"))
+        options.connectTimeoutMs = 500
+        let pool = try HTTPPool(options: options)
+        defer { pool.close() }
+        var url = server.url
+        url.tls = true
+        let started = monotonicMs()
+        guard case .failure(let failure) = await pool.send(get(url)) else { Issue.record("expected a failure"); return }
+        #expect(failure.reason.contains("timed out"))
+        #expect(monotonicMs() - started < 2000)
+    }
+
+    @Test func untrustedOrMisnamedCertificatesFail() async throws {
+        let server = try ScriptedHTTPServer(tls: true) { _, _ in .answer("{}") }
+        defer { server.stop() }
+        let untrusting = try HTTPPool()
+        defer { untrusting.close() }
+        guard case .failure(let failure) = await untrusting.send(get(server.url)) else {
+            Issue.record("a certificate from an unknown CA was accepted"); return
+        }
+        #expect(failure.reason.contains("certificate verify failed"))
+
+        // The certificate is for 127.0.0.1 and localhost, not 127.0.0.2.
+        let elsewhere = try ScriptedHTTPServer(tls: true, host: "127.0.0.2") { _, _ in .answer("{}") }
+        defer { elsewhere.stop() }
+        let pool = try HTTPPool(options: .init(caFile: APNsFixtures.path("ca.pem")))
+        defer { pool.close() }
+        guard case .failure(let misnamed) = await pool.send(get(elsewhere.url)) else {
+            Issue.record("a certificate for another address was accepted"); return
+        }
+        #expect(misnamed.reason.contains("certificate verify failed"))
+    }
+}
