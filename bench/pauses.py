@@ -46,4 +46,6 @@ def bench_pauses(count: int, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    bench_pauses(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "plain")
+    mode = sys.argv[2] if len(sys.argv) > 2 else "plain"
+    # One flow per mode, as different flows would be: the relay learns per flow whether it sends context events.
+    bench_pauses.with_options(name=f"bench-pauses-{mode}")(int(sys.argv[1]), mode)

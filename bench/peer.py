@@ -44,9 +44,10 @@ def iso(t: float, z: bool = True) -> str:
     return text + ("Z" if z else "+00:00")
 
 
-def http_response(status: int, body: bytes, reason: str = "OK") -> bytes:
+def http_response(status: int, body: bytes, reason: str = "OK", close: bool = False) -> bytes:
+    """HTTP/1.1 answers keep the connection open, as Prefect's server (uvicorn) does, unless `close`."""
     head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            "connection: close\r\n\r\n")
+            + ("connection: close\r\n" if close else "") + "\r\n")
     return head.encode() + body
 
 
@@ -203,7 +204,8 @@ def _is_id(part: str) -> bool:
 
 
 class Connection(asyncio.Protocol):
-    """One accepted connection: an HTTP/1.1 request, or (after the upgrade) the events socket."""
+    """One accepted connection: HTTP/1.1 requests (kept alive, one after another), or (after the upgrade) the events
+    socket. A request's service time runs from its first byte to its answer."""
 
     def __init__(self, peer: ScriptedPrefect):
         self.peer = peer
@@ -218,13 +220,22 @@ class Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes):
+        if not self.buffer:
+            self.opened = time.monotonic_ns()
         self.buffer += data
         if self.websocket:
             self._frames()
             return
+        while self.buffer and not self.websocket and not self.transport.is_closing():
+            if not self._request():
+                return
+            self.opened = time.monotonic_ns()
+
+    def _request(self) -> bool:
+        """Answers one complete request from the buffer; False when it isn't all there yet."""
         end = self.buffer.find(b"\r\n\r\n")
         if end < 0:
-            return
+            return False
         head = bytes(self.buffer[:end]).decode("latin-1").split("\r\n")
         method, path, _ = head[0].split(" ", 2)
         headers = {}
@@ -233,22 +244,24 @@ class Connection(asyncio.Protocol):
             headers[name.strip().lower()] = value.strip()
         length = int(headers.get("content-length", "0") or 0)
         if len(self.buffer) < end + 4 + length:
-            return
+            return False
         del self.buffer[:end + 4 + length]
         if headers.get("upgrade", "").lower() == "websocket":
             self._upgrade(path, headers)
-            return
+            return True
         if path.startswith("/control/"):
             self.transport.write(self.peer.control(method, path))
             self.transport.close()
-            return
+            return True
         if headers.get("authorization") != self.peer.authorization and path != "/api/health":
             # Like Prefect behind PREFECT_SERVER_API_AUTH_STRING: every REST call needs the credential.
             self.transport.write(http_response(401, b'{"exception_message":"Unauthorized"}', "Unauthorized"))
         else:
             self.transport.write(self.peer.answer(method, path))
         self.peer.service.append((self.opened, time.monotonic_ns(), path))
-        self.transport.close()
+        if headers.get("connection", "").lower() == "close":
+            self.transport.close()
+        return True
 
     def _upgrade(self, path: str, headers: dict):
         offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]

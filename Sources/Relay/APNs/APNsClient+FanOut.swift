@@ -109,13 +109,15 @@ private struct FanOut {
     let items: [(push: Push, device: Device)]
     let policy: RetryPolicy
     var token = ""
-    private var state: [Int: Item] = [:]
+    /// Per item, while it is in flight (nil before it is admitted and after it is answered).
+    private var state: [Item?]
     private var next = 0
     private var finished = 0
 
     init(items: [(push: Push, device: Device)], policy: RetryPolicy) {
         self.items = items
         self.policy = policy
+        state = Array(repeating: nil, count: items.count)
     }
 
     var isComplete: Bool { finished == items.count }

@@ -55,12 +55,12 @@ struct ContextGatherer: Sendable {
 
     /// Pauses before each re-read of a run that still shows a state from before the pause. The lag is a few ms to
     /// tens of ms on a real server, so the first re-read comes soon; ~1.3 s in all.
-    static let runRereadDelaysMs = [10, 20, 40, 80, 160, 320, 640]
+    static let runRereadDelaysMs = [5, 10, 20, 40, 80, 160, 320, 640]
 
     /// Pauses before each re-read of input rows the keyset names but that aren't there yet. The flow writes them
-    /// ~0.1 s after the event, so the first re-reads come every 10 ms (a row is quoted as soon as it lands); 0.75 s
+    /// ~0.1 s after the event, so the first re-reads come every 5-10 ms (a row is quoted as soon as it lands); 0.75 s
     /// in all.
-    static let inputRereadDelaysMs = [10, 10, 10, 20, 20, 30, 50, 100, 200, 300]
+    static let inputRereadDelaysMs = [5, 5, 5, 5, 10, 10, 10, 20, 30, 50, 100, 200, 300]
 
     /// `GET /flow_runs/{id}`, re-read (bounded, `runRereadDelaysMs`) while it still shows a state from before the
     /// pause (the run can lag its own event). Returns the run and whether it has already moved past the pause:

@@ -30,9 +30,10 @@ public enum TokenRole: Sendable, Equatable {
     case device, startToken, activity
 
     public init(token: String, device: Device) {
-        if token.lowercased() == device.token.lowercased() {
+        // Tokens are stored as registered (lowercase hex); the case-blind comparison is the fallback.
+        if token == device.token || token.lowercased() == device.token.lowercased() {
             self = .device
-        } else if let start = device.startToken, token.lowercased() == start.lowercased() {
+        } else if let start = device.startToken, token == start || token.lowercased() == start.lowercased() {
             self = .startToken
         } else {
             self = .activity
