@@ -172,7 +172,7 @@ enum Check {
             return Line(.ok, name, "\(where_) accepted the auth message (auth_success)")
         case .disconnected(let reason, _)? where reason.hasPrefix("1008"):
             return Line(.failed, name, "\(where_) refused the auth message (close \(reason))", fix: credentialFix(config))
-        case .disconnected(let reason, _)? where reason.contains("403"):
+        case .disconnected(let reason, _)? where reason.includes("403"):
             return Line(.failed, name, "\(where_) refused the upgrade (\(reason))",
                         fix: "a proxy in front of Prefect must pass WebSocket upgrades and the Sec-WebSocket-Protocol header")
         case .disconnected(let reason, _)?:
@@ -246,10 +246,10 @@ enum Check {
             let fix: String
             if text.hasPrefix("resolve ") {
                 fix = "this node cannot resolve \(url.host): check its DNS (and /etc/nsswitch.conf in a container)"
-            } else if text.contains("verify") {
+            } else if text.includes("verify") {
                 fix = caFile == nil ? "install the system CA bundle (ca-certificates), or set APNS_CA_FILE"
                                     : "APNS_CA_FILE must hold the CA that signed \(url.host)'s certificate"
-            } else if text.contains("ALPN") {
+            } else if text.includes("ALPN") {
                 fix = "something between here and \(url.host) terminates TLS without HTTP/2; APNs needs a direct connection"
             } else {
                 fix = "allow outbound TCP \(url.port) to \(url.host) (APNs), or check APNS_PRODUCTION_URL / APNS_DEVELOPMENT_URL"

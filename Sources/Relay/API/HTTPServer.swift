@@ -98,7 +98,7 @@ final class HTTPServer: LWSHandler, @unchecked Sendable {
         var exchange = Exchange()
         exchange.method = method(of: wsi)
         let contentLength = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH).flatMap { Int($0) }
-        let chunked = header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING)?.lowercased().contains("chunked") ?? false
+        let chunked = header(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING)?.lowercased().includes("chunked") ?? false
         exchange.authorization = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION)
         exchange.expectsBody = (contentLength ?? 0) > 0 || chunked
 

@@ -18,7 +18,7 @@ final class ProviderKey: @unchecked Sendable {
 
     init(pem: String, variable: String) throws(ConfigError) {
         // The variable may arrive with literal "\n" sequences when set from a one-line secret.
-        let text = pem.contains("\\n") && !pem.contains("\n") ? pem.split(separator: "\\n").joined(separator: "\n") : pem
+        let text = pem.includes("\\n") && !pem.includes("\n") ? pem.pieces(separatedBy: "\\n").joined(separator: "\n") : pem
         var bytes = Array(text.utf8)
         let loaded: OpaquePointer? = bytes.withUnsafeMutableBytes { raw in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }

@@ -106,7 +106,7 @@ struct ContextGatherer: Sendable {
             guard keys.contains(schemaKey) else { continue }
             guard let descriptionKey = keyset.description, !keys.contains(descriptionKey) else { return rows }
             let schema = rows.first { $0.key == schemaKey }?.value ?? ""
-            if schema.contains("strAutomaticRunInput") { return rows }  // str input never has a description
+            if schema.includes("strAutomaticRunInput") { return rows }  // str input never has a description
         }
         return rows
     }

@@ -280,6 +280,6 @@ extension SocketMessage {
     /// upgrade answered 401 (lws: "ws upgrade unauthorized") or 403. It won't fix itself: no fast retries, and
     /// `/health` says so.
     static func isAuthRejection(_ reason: String) -> Bool {
-        reason.hasPrefix("1008") || reason.contains("upgrade unauthorized") || reason.contains("403")
+        reason.hasPrefix("1008") || reason.includes("upgrade unauthorized") || reason.includes("403")
     }
 }

@@ -151,7 +151,7 @@ public struct AlertText: Sendable, Equatable {
     static func approvalArtifact(_ artifacts: [RunArtifact]) -> RunArtifact? {
         var best: (artifact: RunArtifact, at: Double, order: Int)?
         for (order, artifact) in artifacts.enumerated() {
-            guard let key = artifact.key, key.lowercased().contains("approval"),
+            guard let key = artifact.key, key.lowercased().includes("approval"),
                   artifact.type == nil || artifact.type == "markdown",
                   let data = artifact.data.string, data.hasVisibleText else { continue }
             let at = artifact.created.flatMap(Timestamp.parse) ?? -.infinity
