@@ -11,8 +11,9 @@ import Synchronization
 //             [--arrivals] [--control]
 //
 // --arrivals (for `make bench` and `make chaos`): instead of the phone view, one line per request,
-// `arrival <CLOCK_MONOTONIC ns> <token> <apns-collapse-id or -> <apns-push-type> <status answered, 0: none>`,
-// written in batches by the main thread so the fake's loop thread never waits on stdout.
+// `arrival <CLOCK_MONOTONIC ns> <token> <apns-collapse-id or -> <apns-push-type> <status answered, 0: none>
+// <the payload's runId or ->` (the run id tells which pause a push without a collapse id belongs to), written in
+// batches by the main thread so the fake's loop thread never waits on stdout.
 //
 // --control (for `make chaos`): read commands from stdin, one per line, each acknowledged on stdout with
 // `ok <command>` once in effect (or `error <command>`):
@@ -99,6 +100,25 @@ func status(_ answer: FakeAPNs.Answer) -> Int {
     }
 }
 
+/// The first `runId` value in a payload (an alert's `body.runId`, or the escaped one in a Live Activity's props),
+/// found by a byte scan rather than parsing: this runs on the fake's loop thread for every request.
+func runID(_ body: String) -> String {
+    let bytes = Array(body.utf8)
+    let key = Array("runId".utf8)
+    let skipped: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: ":")]
+    var start = 0
+    while start + key.count <= bytes.count {
+        if bytes[start..<(start + key.count)].elementsEqual(key) {
+            var index = start + key.count
+            while index < bytes.count, skipped.contains(bytes[index]) { index += 1 }  // `":"` or `\":\"`
+            let value = bytes[index..<min(index + 36, bytes.count)]
+            return value.count == 36 ? String(decoding: value, as: UTF8.self) : "-"
+        }
+        start += 1
+    }
+    return "-"
+}
+
 /// Lines from stdin (with --control); without it, just a sleep.
 struct ControlReader {
     private var fd: Int32
@@ -163,7 +183,7 @@ do {
     fake = try FakeAPNs(name: name, identity: identity, port: Int(argument("--port") ?? "0") ?? 0) { request in
         if arrivals {
             let line = "arrival \(request.arrivedAtNs) \(request.token) \(request.headers["apns-collapse-id"] ?? "-") "
-                + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0)\n"
+                + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0) \(runID(request.body))\n"
             pendingArrivals.withLock { $0.append(line) }
         } else if !quiet {
             FileHandleLine.write(describe(request, host: name))
