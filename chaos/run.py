@@ -509,6 +509,7 @@ def run() -> int:
     try:
         return asyncio.run(guarded())
     except (KeyboardInterrupt, asyncio.CancelledError):
+        log("interrupted: everything it started is stopped")
         return 130
 
 
