@@ -22,7 +22,9 @@ import Synchronization
 //   goaway <n> | goaway off    on every connection, GOAWAY after n answered streams (later ones are not processed)
 //   silence on | silence off   established connections, open or new, are neither read nor written (TLS still
 //                              completes), until off
-// Killing the process (and starting it again on the same --port) stands for APNs going away.
+//   exit                       die at once like kill -9 (the kernel resets every connection), but only after
+//                              writing the arrival line of every request answered; no acknowledgement
+// Starting it again on the same --port brings APNs back.
 
 func argument(_ name: String) -> String? {
     let args = CommandLine.arguments
@@ -164,6 +166,13 @@ func apply(_ command: String) -> Bool {
         fake.goAway(afterStreams: Int(words[1]))
     case ("silence", 2) where words[1] == "on" || words[1] == "off":
         fake.silence(words[1] == "on")
+    case ("exit", 1):
+        // The loop thread reports a request (under this lock) before it answers it, so holding the lock until
+        // _exit means no request is answered without its line.
+        pendingArrivals.withLock { lines in
+            FileHandleLine.write(lines.joined())
+            _exit(137)
+        }
     default:
         return false
     }
