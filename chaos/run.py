@@ -73,6 +73,7 @@ class Stack:
     relay: Relay
     phones: list[Device]
     pausers: list[Pauser] = field(default_factory=list)
+    relay_exits: list[int] = field(default_factory=list)  # exit codes of a relay that stopped by itself
 
     async def pauser(self, count: int = 100) -> Pauser:
         pauser = Pauser(self.ctx.prefect, self.work, f"flow-{len(self.pausers)}")
@@ -86,8 +87,13 @@ class Stack:
                    for p in self.phones)
 
     async def settle(self, pauses: list[Pause], until: float) -> None:
-        """Waits until every phone has its alert and start for every pause, or until `until` (monotonic s)."""
+        """Waits until every phone has its alert and start for every pause, or until `until` (monotonic s).
+        A relay that exited is started again, as its supervisor (Kubernetes, systemd) would."""
         while time.monotonic() < until and not all(self.delivered(p) for p in pauses):
+            if self.relay.process.returncode is not None:
+                self.relay_exits.append(self.relay.process.returncode)
+                await asyncio.sleep(1)
+                await self.relay.start()
             await asyncio.sleep(0.2)
 
 
@@ -123,7 +129,7 @@ def tally(stack: Stack, pauses: list[Pause], deadlines: list[float]) -> dict:
     """Missed and duplicate alerts and starts, and pause -> alert latency (see the module doc)."""
     arrivals = stack.fake.arrivals
     out = {"pauses": len(pauses), "devices": len(stack.phones), "missed": 0, "duplicates": 0, "starts_missed": 0,
-           "start_duplicates": 0}
+           "start_duplicates": 0, "relay_exits": stack.relay_exits}
     latencies = []
     for pause, deadline in zip(pauses, deadlines):
         cutoff = int(deadline * 1e9)
@@ -440,7 +446,9 @@ def line(name: str, result: dict) -> str:
                f"missed {result.get('missed', '-'):>5}  dup {result.get('duplicates', '-'):>4}  "
                f"st-missed {result.get('starts_missed', '-'):>5}  st-dup {result.get('start_duplicates', '-'):>4}  "
                f"p50 {latency['p50'] if latency else '-':>6}  max {latency['max'] if latency else '-':>6}")
-    return f"{name:<17} {numbers}  {result.get('note', '')}".rstrip()
+    exits = result.get("relay_exits")
+    restarted = f"; the relay exited ({', '.join(map(str, exits))}) and was restarted" if exits else ""
+    return f"{name:<17} {numbers}  {result.get('note', '')}{restarted}".rstrip()
 
 
 def passed(result: dict) -> bool:

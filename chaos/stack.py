@@ -365,6 +365,8 @@ class Relay:
 
     async def start(self, timeout: float = 30) -> None:
         """Starts it and waits until /health says it is subscribed to the events socket."""
+        if self.process:
+            await stop(self.process)  # one that exited or was killed: forget it
         self.process = await spawn(self.binary, env=self.env, log_path=self.log_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -389,7 +391,6 @@ class Relay:
     async def kill(self) -> None:
         signal_process(self.process, signal.SIGKILL)
         await self.process.wait()
-        started.remove(self.process)
 
     async def stop(self) -> None:
         if self.process:
