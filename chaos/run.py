@@ -5,7 +5,8 @@ The relay (CHAOS_RELAY_BIN, default .build/debug/prefect-push) talks to Prefect 
 blackhole, or answer 500 (chaos/proxy.py), and to the fake APNs (CHAOS_FAKE_APNS_BIN, default
 .build/debug/fake-apns), which is scripted over its --control stdin or killed. Pauses are real flow runs
 (chaos/pauser.py). Each scenario has its own relay (fresh database, devices registered through POST /devices),
-fake APNs and proxy; the Prefect server is shared.
+fake APNs and proxy; the Prefect server is shared. A relay that exits by itself while the harness waits for
+alerts is started again a second later, as its supervisor would.
 
 Per scenario, one line and an entry in chaos/results.json:
   missed      (pause, device) pairs without an accepted alert (apns-push-type alert, apns-collapse-id = the
