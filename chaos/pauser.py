@@ -3,9 +3,10 @@
     pauser.py COUNT
 
 Before each pause it prints `WAITING` and waits for a line on stdin (so the harness decides when, without paying
-the flow's start-up inside a fault), then prints `PAUSING <run id> <CLOCK_MONOTONIC ns>`, then calls pause_flow_run and waits for the harness to
-resume it. stdin closed ends the flow. The timeout (300 s) is under ten minutes, so the relay never sends a reminder (which would
-reuse the alert's collapse id and look like a duplicate), and a pause the harness could not end expires on its own.
+the flow's start-up inside a fault), then prints `PAUSING <run id> <CLOCK_MONOTONIC ns>`, calls pause_flow_run and
+waits for the harness to resume it. stdin closed ends the flow. The timeout (300 s) is under ten minutes, so the
+relay never sends a reminder (which would reuse the alert's collapse id and look like a duplicate), and a pause the
+harness could not end expires on its own.
 PREFECT_API_URL (and PREFECT_API_AUTH_STRING) say which server; the flow talks to it directly, not through the proxy.
 """
 from __future__ import annotations

@@ -192,7 +192,8 @@ do {
     fake = try FakeAPNs(name: name, identity: identity, port: Int(argument("--port") ?? "0") ?? 0) { request in
         if arrivals {
             let line = "arrival \(request.arrivedAtNs) \(request.token) \(request.headers["apns-collapse-id"] ?? "-") "
-                + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0) \(runID(request.body))\n"
+                + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0) "
+                + "\(runID(request.body))\n"
             pendingArrivals.withLock { $0.append(line) }
         } else if !quiet {
             FileHandleLine.write(describe(request, host: name))
