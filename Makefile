@@ -28,10 +28,12 @@ KUBERNETES_VALIDATE_VERSION := 1.37.0
 KUBERNETES_VERSION ?= 1.31.0
 AIOAPNS_VERSION := 4.0
 BENCH_ARGS ?=
+CHAOS_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench size-report clean \
+.PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench size-report chaos \
+        chaos-quick clean \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -135,6 +137,23 @@ bench: deps deps-bench build
 	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push-bench
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# Fault injection (chaos/run.py): the relay against a real Prefect server through a TCP proxy that cuts, blackholes
+# and answers 500, and a fake APNs that is killed, answers 503, sends GOAWAY or goes silent; kill -9 mid fan-out,
+# a SQLite lock held 20 s, a full disk (tmpfs, as root), the database deleted. Prints missed and duplicate alerts
+# per scenario, writes chaos/results.json, exits 1 if an alert was missed or a scenario's target was not met.
+# 127.0.0.1 only; up to ~15 minutes (quick: ~3); a relay that recovers at once takes less.
+# The binaries under test: CHAOS_RELAY_BIN, CHAOS_FAKE_APNS_BIN (default: the debug builds made here).
+# CHAOS_ARGS="--only relay-kill,rest-500" for some scenarios.
+chaos: deps-apt $(PREFECT)
+	$(SWIFT) build --product prefect-push
+	$(SWIFT) build --product fake-apns
+	$(VENV)/bin/python chaos/run.py $(CHAOS_ARGS)
+
+chaos-quick: deps-apt $(PREFECT)
+	$(SWIFT) build --product prefect-push
+	$(SWIFT) build --product fake-apns
+	$(VENV)/bin/python chaos/run.py --quick $(CHAOS_ARGS)
 
 # aioapns, the Python APNs client the throughput is compared with (PyPI, into the project venv).
 deps-bench: deps-python

@@ -33,6 +33,8 @@ public final class FakeAPNs: @unchecked Sendable {
         public var body: String
         /// Streams open on this connection when the request completed (itself included).
         public var openStreams: Int
+        /// How the fake answers it (set before it is recorded; `onRequest` sees it).
+        public var answer: Answer?
         /// Monotonic ns (CLOCK_MONOTONIC) when the request completed; the benchmark compares it with the
         /// sender's clock.
         public var arrivedAtNs: Int64 = monotonicNanoseconds()
@@ -113,6 +115,18 @@ public final class FakeAPNs: @unchecked Sendable {
         ledger.state.withLock { $0.frozenUpTo = $0.connections }
     }
 
+    /// Answer every request with `answer` instead of the per-token scripts, until called with nil (an outage).
+    public func answerEveryone(_ answer: Answer?) {
+        ledger.state.withLock { $0.answerEveryone = answer }
+    }
+
+    /// While on, every connection that has finished its TLS handshake (open now or accepted later) is neither
+    /// read nor written: a link that went silent. Off resumes them all, as a network that healed.
+    public func silence(_ on: Bool) {
+        ledger.state.withLock { $0.silenced = on }
+        server.wake()
+    }
+
     /// Closes every connection open now without GOAWAY, as a peer that hung up.
     public func dropConnections() {
         ledger.state.withLock { $0.dropRequested = true }
@@ -135,6 +149,10 @@ final class FakeAPNsLedger: Sendable {
         var goAwayAfterStreams: Int?
         /// Connections with an id up to this one are neither read nor written (a silently dead peer).
         var frozenUpTo = 0
+        /// Overrides `scripts` for every request while set.
+        var answerEveryone: FakeAPNs.Answer?
+        /// Established connections are neither read nor written (see `FakeAPNs.silence`).
+        var silenced = false
         /// Close every open connection at the next loop turn (a peer that hangs up).
         var dropRequested = false
         var connections = 0
@@ -150,6 +168,7 @@ final class FakeAPNsLedger: Sendable {
     /// The next answer for a request on `token` (called by the loop thread).
     func nextAnswer(for token: String) -> FakeAPNs.Answer {
         state.withLock { state in
+            if let everyone = state.answerEveryone { return everyone }
             guard var answers = state.scripts[token], let first = answers.first else { return .accept }
             if answers.count > 1 {
                 answers.removeFirst()
@@ -182,6 +201,7 @@ final class FakeAPNsLedger: Sendable {
 
     var goAwayAfterStreams: Int? { state.withLock { $0.goAwayAfterStreams } }
     var frozenUpTo: Int { state.withLock { $0.frozenUpTo } }
+    var silenced: Bool { state.withLock { $0.silenced } }
 
     /// Whether a drop was requested since the last call.
     func takeDropRequest() -> Bool {

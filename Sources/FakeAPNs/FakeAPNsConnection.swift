@@ -32,6 +32,9 @@ final class FakeAPNsConnection {
 
     deinit { nghttp2_session_del(session) }
 
+    /// The TLS handshake is done and the HTTP/2 session started.
+    var isEstablished: Bool { session != nil }
+
     var wantsWrite: Bool { socket.wantsWrite || (session.map { nghttp2_session_want_write($0) != 0 } ?? true) }
 
     /// Advances the handshake, or feeds what arrived into the session.
@@ -87,12 +90,13 @@ final class FakeAPNsConnection {
         guard let stream = streams[streamID] else { return }
         // Past our GOAWAY's last stream id: not processed, so neither recorded nor answered.
         if let last = goAwayLastStream, streamID > last { return }
-        let request = FakeAPNs.Request(connection: id, stream: streamID, method: stream.headers[":method"] ?? "",
+        var request = FakeAPNs.Request(connection: id, stream: streamID, method: stream.headers[":method"] ?? "",
                                        path: stream.headers[":path"] ?? "", headers: stream.headers,
                                        body: String(decoding: stream.body, as: UTF8.self), openStreams: streams.count)
-        server.ledger.record(request)
         let answer: FakeAPNs.Answer = server.isValid(authorization: request.authorization)
             ? server.ledger.nextAnswer(for: request.token) : .reject(403, "InvalidProviderToken")
+        request.answer = answer
+        server.ledger.record(request)
         respond(streamID, answer)
         answered += 1
         if let limit = server.ledger.goAwayAfterStreams, answered == limit, goAwayLastStream == nil {

@@ -89,8 +89,7 @@ final class FakeAPNsServer: @unchecked Sendable {
     func run() {
         while !ledger.isStopping {
             if ledger.takeDropRequest() { connections.removeAll() }
-            let frozen = ledger.frozenUpTo
-            let live = connections.filter { $0.id > frozen }
+            let live = connections.filter(isServed)
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
             for connection in live {
@@ -106,7 +105,7 @@ final class FakeAPNsServer: @unchecked Sendable {
             }
             if fds[1].revents != 0 { acceptAll() }
             // Re-read after poll(): a freeze asked for while we slept applies before any byte is read.
-            let stillLive = connections.filter { $0.id > ledger.frozenUpTo }
+            let stillLive = connections.filter(isServed)
             for connection in stillLive { connection.service() }
             fireDelayed(now: monotonicMs())
             for connection in stillLive { connection.transmit() }
@@ -114,6 +113,11 @@ final class FakeAPNsServer: @unchecked Sendable {
         }
         delayed.removeAll()
         connections.removeAll()
+    }
+
+    /// Whether the loop reads and writes `connection` now: not frozen, and not silenced once established.
+    private func isServed(_ connection: FakeAPNsConnection) -> Bool {
+        connection.id > ledger.frozenUpTo && !(ledger.silenced && connection.isEstablished)
     }
 
     private func acceptAll() {
@@ -134,7 +138,7 @@ final class FakeAPNsServer: @unchecked Sendable {
     private func fireDelayed(now: Int64) {
         let due = delayed.filter { $0.due <= now }
         delayed.removeAll { $0.due <= now }
-        for item in due where !item.connection.isClosed && item.connection.id > ledger.frozenUpTo {
+        for item in due where !item.connection.isClosed && isServed(item.connection) {
             item.connection.respond(item.stream, item.answer)
         }
     }

@@ -8,11 +8,23 @@ import Synchronization
 // apns-id, printing each push the way a phone would show it. Not for production; never shipped in the image.
 //
 //   fake-apns --port N --cert server.pem --key server.key --jwt-public-key key.pub.pem --key-id K --team-id T [--quiet]
-//             [--arrivals]
+//             [--arrivals] [--control]
 //
-// --arrivals (for `make bench`): instead of the phone view, one line per request,
-// `arrival <CLOCK_MONOTONIC ns> <token> <apns-collapse-id or -> <apns-push-type>`, written in batches by the main
-// thread so the fake's loop thread never waits on stdout.
+// --arrivals (for `make bench` and `make chaos`): instead of the phone view, one line per request,
+// `arrival <CLOCK_MONOTONIC ns> <token> <apns-collapse-id or -> <apns-push-type> <status answered, 0: none>
+// <the payload's runId or ->` (the run id tells which pause a push without a collapse id belongs to), written in
+// batches by the main thread so the fake's loop thread never waits on stdout.
+//
+// --control (for `make chaos`): read commands from stdin, one per line, each acknowledged on stdout with
+// `ok <command>` once in effect (or `error <command>`):
+//   answer <status> <reason>   answer every request with that status and `{"reason":...}` (e.g. 503 ServiceUnavailable)
+//   answer normal              back to accepting every request
+//   goaway <n> | goaway off    on every connection, GOAWAY after n answered streams (later ones are not processed)
+//   silence on | silence off   established connections, open or new, are neither read nor written (TLS still
+//                              completes), until off
+//   exit                       die at once like kill -9 (the kernel resets every connection), but only after
+//                              writing the arrival line of every request answered; no acknowledgement
+// Starting it again on the same --port brings APNs back.
 
 func argument(_ name: String) -> String? {
     let args = CommandLine.arguments
@@ -79,6 +91,94 @@ func describe(_ request: FakeAPNs.Request, host: String) -> String {
     return out
 }
 
+/// The HTTP status an answer ends in (0: never answered).
+func status(_ answer: FakeAPNs.Answer) -> Int {
+    switch answer {
+    case .accept: return 200
+    case .reject(let status, _): return status
+    case .gone: return 410
+    case .slow(_, let later): return status(later)
+    case .silent: return 0
+    }
+}
+
+/// The first `runId` value in a payload (an alert's `body.runId`, or the escaped one in a Live Activity's props),
+/// found by a byte scan rather than parsing: this runs on the fake's loop thread for every request.
+func runID(_ body: String) -> String {
+    let bytes = Array(body.utf8)
+    let key = Array("runId".utf8)
+    let skipped: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: ":")]
+    var start = 0
+    while start + key.count <= bytes.count {
+        if bytes[start..<(start + key.count)].elementsEqual(key) {
+            var index = start + key.count
+            while index < bytes.count, skipped.contains(bytes[index]) { index += 1 }  // `":"` or `\":\"`
+            let value = bytes[index..<min(index + 36, bytes.count)]
+            return value.count == 36 ? String(decoding: value, as: UTF8.self) : "-"
+        }
+        start += 1
+    }
+    return "-"
+}
+
+/// Lines from stdin (with --control); without it, just a sleep.
+struct ControlReader {
+    private var fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(enabled: Bool) { fd = enabled ? 0 : -1 }
+
+    /// Waits up to `ms` for input and returns the complete lines read (none once stdin is closed).
+    mutating func wait(ms: Int32) -> [String] {
+        guard fd >= 0 else {
+            usleep(UInt32(ms) * 1000)
+            return []
+        }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, ms) > 0 else { return [] }
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let count = read(fd, &chunk, chunk.count)
+        if count <= 0 {
+            fd = -1  // stdin closed: keep serving, stop reading
+            return []
+        }
+        buffer += chunk[0..<count]
+        var lines: [String] = []
+        while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+            lines.append(String(decoding: buffer[..<newline], as: UTF8.self))
+            buffer.removeSubrange(...newline)
+        }
+        return lines
+    }
+}
+
+/// Applies one --control command; false if it isn't one.
+func apply(_ command: String) -> Bool {
+    let words = command.split(separator: " ").map(String.init)
+    switch (words.first, words.count) {
+    case ("answer", 2) where words[1] == "normal":
+        fake.answerEveryone(nil)
+    case ("answer", 3):
+        guard let code = Int(words[1]) else { return false }
+        fake.answerEveryone(.reject(code, words[2]))
+    case ("goaway", 2):
+        guard words[1] == "off" || Int(words[1]) != nil else { return false }
+        fake.goAway(afterStreams: Int(words[1]))
+    case ("silence", 2) where words[1] == "on" || words[1] == "off":
+        fake.silence(words[1] == "on")
+    case ("exit", 1):
+        // The loop thread reports a request (under this lock) before it answers it, so holding the lock until
+        // _exit means no request is answered without its line.
+        pendingArrivals.withLock { lines in
+            FileHandleLine.write(lines.joined())
+            _exit(137)
+        }
+    default:
+        return false
+    }
+    return true
+}
+
 let quiet = CommandLine.arguments.contains("--quiet")
 let arrivals = CommandLine.arguments.contains("--arrivals")
 let name = argument("--name") ?? "apns"
@@ -92,7 +192,8 @@ do {
     fake = try FakeAPNs(name: name, identity: identity, port: Int(argument("--port") ?? "0") ?? 0) { request in
         if arrivals {
             let line = "arrival \(request.arrivedAtNs) \(request.token) \(request.headers["apns-collapse-id"] ?? "-") "
-                + "\(request.headers["apns-push-type"] ?? "-")\n"
+                + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0) "
+                + "\(runID(request.body))\n"
             pendingArrivals.withLock { $0.append(line) }
         } else if !quiet {
             FileHandleLine.write(describe(request, host: name))
@@ -103,13 +204,14 @@ do {
     exit(1)
 }
 FileHandleLine.write("fake-apns \(name) listening on https://127.0.0.1:\(fake.port)\n")
-// Runs until killed (the demo and the benchmark stop it); bounded by whoever started it.
+// Runs until killed (the demo, the benchmark and the chaos suite stop it); bounded by whoever started it.
+var commands = ControlReader(enabled: CommandLine.arguments.contains("--control"))
 while true {
-    guard arrivals else {
-        sleep(3600)
-        continue
+    // Arrival lines go out in batches every 2 ms; commands are read in between.
+    for command in commands.wait(ms: arrivals ? 2 : 1000) {
+        FileHandleLine.write((apply(command) ? "ok " : "error ") + command + "\n")
     }
-    usleep(2_000)
+    guard arrivals else { continue }
     let lines = pendingArrivals.withLock { lines -> [String] in
         defer { lines.removeAll(keepingCapacity: true) }
         return lines

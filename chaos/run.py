@@ -1,0 +1,533 @@
+#!/usr/bin/env python3
+"""`make chaos`: the relay under the faults a production relay meets, against a real Prefect 3.9.1 server.
+
+The relay (CHAOS_RELAY_BIN, default .build/debug/prefect-push) talks to Prefect through a TCP proxy that can cut,
+blackhole, or answer 500 (chaos/proxy.py), and to the fake APNs (CHAOS_FAKE_APNS_BIN, default
+.build/debug/fake-apns), which is scripted over its --control stdin or killed. Pauses are real flow runs
+(chaos/pauser.py). Each scenario has its own relay (fresh database, devices registered through POST /devices),
+fake APNs and proxy; the Prefect server is shared. A relay that exits by itself while the harness waits for
+alerts is started again a second later, as its supervisor would.
+
+Per scenario, one line and an entry in chaos/results.json:
+  missed      (pause, device) pairs without an accepted alert (apns-push-type alert, apns-collapse-id = the
+              pause's state id, answered 200) by 60 s after the fault ended
+  dup         accepted alerts for the same (device token, collapse id) beyond the first
+  st-missed, st-dup   the same for Live Activity starts (every device has a push-to-start token)
+  p50, max    pause_flow_run called -> the last device's first accepted alert, over the pauses nobody missed
+
+Exit code 1 if any scenario missed an alert, missed its target (socket-cuts: p50 <= 3 s, max <= 15 s; db-deleted:
+the relay exits non-zero) or failed to run; all results are printed first.
+
+Options: --quick (a smoke run: one kill round, 20 s of cuts, short scenarios only), --only name,name, --seed N.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import http.client
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(__file__))
+from proxy import Proxy  # noqa: E402
+from stack import (PYTHON, ROOT, Device, FakeAPNs, Pause, Pauser, Prefect, Relay, devices, log, spawn,  # noqa: E402
+                   stop, stop_all)
+
+WINDOW = 60  # seconds after a fault ends within which every device must have its alert
+HOLD_LOCK = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+print("released", flush=True)
+"""
+
+
+@dataclass
+class Context:
+    relay_bin: str
+    fake_bin: str
+    prefect: Prefect
+    work: str
+    quick: bool
+    rng: random.Random
+
+
+@dataclass
+class Stack:
+    """One scenario's relay, fake APNs, proxy, registered phones and pausing flows."""
+    ctx: Context
+    work: str
+    fake: FakeAPNs
+    proxy: Proxy
+    relay: Relay
+    phones: list[Device]
+    pausers: list[Pauser] = field(default_factory=list)
+    relay_exits: list[int] = field(default_factory=list)  # exit codes of a relay that stopped by itself
+
+    async def pauser(self, count: int = 100) -> Pauser:
+        pauser = Pauser(self.ctx.prefect, self.work, f"flow-{len(self.pausers)}")
+        self.pausers.append(pauser)
+        await pauser.start(count)
+        return pauser
+
+    def delivered(self, pause: Pause) -> bool:
+        arrivals = self.fake.arrivals
+        return all(arrivals.stamps(pause, "alert", p.token) and arrivals.stamps(pause, "liveactivity", p.start_token)
+                   for p in self.phones)
+
+    async def settle(self, pauses: list[Pause], until: float) -> None:
+        """Waits until every phone has its alert and start for every pause, or until `until` (monotonic s).
+        A relay that exited is started again, as its supervisor (Kubernetes, systemd) would."""
+        while time.monotonic() < until and not all(self.delivered(p) for p in pauses):
+            if self.relay.process.returncode is not None:
+                self.relay_exits.append(self.relay.process.returncode)
+                await asyncio.sleep(1)
+                await self.relay.start()
+            await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def bring_up(ctx: Context, name: str, count: int, db_dir: str | None = None):
+    """Fake APNs, proxy, relay (subscribed) and `count` registered phones; everything stopped on the way out."""
+    work = os.path.join(ctx.work, name)
+    os.makedirs(work, exist_ok=True)
+    fake = FakeAPNs(ctx.fake_bin, work)
+    proxy = Proxy(ctx.prefect.port)
+    relay = None
+    stack = None
+    try:
+        await fake.start()
+        await proxy.start()
+        relay = Relay(ctx.relay_bin, work, f"http://127.0.0.1:{proxy.port}/api", fake.port,
+                      os.path.join(db_dir or work, "relay.db"))
+        await relay.start()
+        phones = devices(count)
+        await relay.register(phones)
+        stack = Stack(ctx, work, fake, proxy, relay, phones)
+        yield stack
+    finally:
+        for pauser in stack.pausers if stack else []:
+            await pauser.finish()
+        if relay:
+            await relay.stop()
+        await fake.stop()
+        await proxy.stop()
+
+
+def tally(stack: Stack, pauses: list[Pause], deadlines: list[float]) -> dict:
+    """Missed and duplicate alerts and starts, and pause -> alert latency (see the module doc)."""
+    arrivals = stack.fake.arrivals
+    out = {"pauses": len(pauses), "devices": len(stack.phones), "missed": 0, "duplicates": 0, "starts_missed": 0,
+           "start_duplicates": 0, "relay_exits": stack.relay_exits}
+    latencies = []
+    for pause, deadline in zip(pauses, deadlines):
+        cutoff = int(deadline * 1e9)
+        firsts = []  # each phone's first accepted alert in time
+        for phone in stack.phones:
+            alerts = arrivals.stamps(pause, "alert", phone.token)
+            starts = arrivals.stamps(pause, "liveactivity", phone.start_token)
+            in_time = [s for s in alerts if s <= cutoff]
+            if in_time:
+                firsts.append(min(in_time))
+            out["missed"] += not in_time
+            out["starts_missed"] += not any(s <= cutoff for s in starts)
+            out["duplicates"] += max(0, len(alerts) - 1)
+            out["start_duplicates"] += max(0, len(starts) - 1)
+        if len(firsts) == len(stack.phones):
+            latencies.append((max(firsts) - pause.called_ns) / 1e9)
+    latencies.sort()
+    out["latency_s"] = {"n": len(latencies), "p50": round(latencies[(len(latencies) - 1) // 2], 2),
+                        "max": round(latencies[-1], 2)} if latencies else None
+    return out
+
+
+async def wait_for(predicate, timeout: float, step: float = 0.005) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(step)
+    return True
+
+
+@dataclass
+class FanOut:
+    pause: Pause
+    before: int  # requests the fake had seen before the pause
+
+
+async def pause_and_wait_for_requests(stack: Stack, pauser: Pauser, rng: random.Random) -> FanOut:
+    """A pause, then a wait until a random 10-70 % of its fan-out (an alert and a start per phone) reached APNs."""
+    before = stack.fake.arrivals.total
+    pause = await pauser.pause()
+    threshold = before + rng.randint(len(stack.phones) * 2 // 10, len(stack.phones) * 14 // 10)
+    await wait_for(lambda: stack.fake.arrivals.total >= threshold, 30, step=0.001)
+    return FanOut(pause, before)
+
+
+def progress(seen: int, total: int) -> str:
+    """How far a fan-out got before the kill; a relay fast enough to finish first is called out."""
+    return f"{seen}/{total} requests" + (" (the fan-out had finished: not mid fan-out)" if seen >= total else "")
+
+
+# MARK: - scenarios
+
+async def baseline(ctx: Context) -> dict:
+    """No fault: three pauses in a row, each resumed once every phone has its alert (checks the harness itself)."""
+    async with bring_up(ctx, "baseline", 20) as stack:
+        pauser = await stack.pauser()
+        pauses, deadlines = [], []
+        for _ in range(3):
+            pause = await pauser.pause()
+            deadline = time.monotonic() + WINDOW
+            await stack.settle([pause], deadline)
+            pauses.append(pause)
+            deadlines.append(deadline)
+            await pauser.resume()
+        return tally(stack, pauses, deadlines)
+
+
+async def relay_kill(ctx: Context) -> dict:
+    """kill -9 of the relay mid fan-out (alerts and starts to every phone), then a restart, several rounds."""
+    count, rounds = 2000, 1 if ctx.quick else 3
+    async with bring_up(ctx, "relay-kill", count) as stack:
+        pauser = await stack.pauser(rounds)
+        pauses, deadlines, notes = [], [], []
+        for _ in range(rounds):
+            sent = await pause_and_wait_for_requests(stack, pauser, ctx.rng)
+            await stack.relay.kill()
+            notes.append(progress(stack.fake.arrivals.total - sent.before, 2 * count))
+            pause = sent.pause
+            await stack.relay.start()
+            deadline = time.monotonic() + WINDOW
+            await stack.settle([pause], deadline)
+            pauses.append(pause)
+            deadlines.append(deadline)
+            await pauser.resume()
+        return {**tally(stack, pauses, deadlines), "note": "killed after " + ", ".join(notes)}
+
+
+async def apns_kill(ctx: Context) -> dict:
+    """The fake APNs killed mid fan-out and started again on the same port a second later."""
+    count = 2000
+    async with bring_up(ctx, "apns-kill", count) as stack:
+        pauser = await stack.pauser()
+        sent = await pause_and_wait_for_requests(stack, pauser, ctx.rng)
+        await stack.fake.die()
+        seen, pause = stack.fake.arrivals.total - sent.before, sent.pause
+        await asyncio.sleep(1)
+        await stack.fake.start()
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        return {**tally(stack, [pause], [deadline]), "note": "killed after " + progress(seen, 2 * count)}
+
+
+async def apns_503(ctx: Context) -> dict:
+    """APNs answers 503 ServiceUnavailable to everything for 12 s from the pause."""
+    async with bring_up(ctx, "apns-503", 50) as stack:
+        pauser = await stack.pauser()
+        await stack.fake.command("answer 503 ServiceUnavailable")
+        pause = await pauser.pause()
+        await asyncio.sleep(max(0.0, pause.called_ns / 1e9 + 12 - time.monotonic()))
+        await stack.fake.command("answer normal")
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        return tally(stack, [pause], [deadline])
+
+
+async def apns_goaway(ctx: Context) -> dict:
+    """Every APNs connection sends GOAWAY after 500 answered streams, during a fan-out of 2,000 pushes."""
+    async with bring_up(ctx, "apns-goaway", 1000) as stack:
+        pauser = await stack.pauser()
+        await stack.fake.command("goaway 500")
+        pause = await pauser.pause()
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        await stack.fake.command("goaway off")
+        return tally(stack, [pause], [deadline])
+
+
+async def rest_500(ctx: Context) -> dict:
+    """GET /api/flow_runs/{id} answers 500 until 3 s after the pause (Prefect restarting)."""
+    async with bring_up(ctx, "rest-500", 20) as stack:
+        pauser = await stack.pauser()
+        stack.proxy.fail_run_reads(math.inf)
+        pause = await pauser.pause()
+        end = pause.called_ns / 1e9 + 3
+        stack.proxy.fail_run_reads(end)
+        await asyncio.sleep(max(0.0, end - time.monotonic()))
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        return {**tally(stack, [pause], [deadline]), "note": f"{stack.proxy.injected} run reads answered 500"}
+
+
+async def sqlite_lock(ctx: Context) -> dict:
+    """Another process holds the relay's database write lock (BEGIN IMMEDIATE) for 20 s; the pause 1 s in."""
+    async with bring_up(ctx, "sqlite-lock", 20) as stack:
+        pauser = await stack.pauser()
+        holder = await spawn(PYTHON, "-c", HOLD_LOCK, stack.relay.db_path, "20", stdout=subprocess.PIPE,
+                             log_path=os.path.join(stack.work, "lock-holder.log"))
+        try:
+            if await asyncio.wait_for(holder.stdout.readline(), 35) != b"locked\n":
+                raise RuntimeError("the lock holder did not get the lock")
+            await asyncio.sleep(1)
+            pause = await pauser.pause()
+            if await asyncio.wait_for(holder.stdout.readline(), 35) != b"released\n":
+                raise RuntimeError("the lock holder did not commit")
+        finally:
+            await stop(holder)
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        return tally(stack, [pause], [deadline])
+
+
+async def disk_full(ctx: Context) -> dict:
+    """The database's file system (a 4 MiB tmpfs) full for 10 s, the pause 1 s in; then freed."""
+    disk = os.path.join(ctx.work, "disk-full-tmpfs")
+    os.makedirs(disk, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", disk], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        return {"skipped": f"cannot mount a tmpfs (needs root): {mounted.stderr.strip() or mounted.returncode}"}
+    try:
+        async with bring_up(ctx, "disk-full", 20, db_dir=disk) as stack:
+            pauser = await stack.pauser()
+            filler = os.path.join(disk, "filler")
+            fill(filler)
+            started = time.monotonic()
+            await asyncio.sleep(1)
+            pause = await pauser.pause()
+            await asyncio.sleep(max(0.0, started + 10 - time.monotonic()))
+            os.remove(filler)
+            deadline = time.monotonic() + WINDOW
+            await stack.settle([pause], deadline)
+            return tally(stack, [pause], [deadline])
+    finally:
+        subprocess.run(["umount", "--lazy", disk], capture_output=True)
+
+
+def fill(path: str) -> None:
+    """Writes `path` until the file system is full."""
+    chunk = b"\0" * 65536
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+    with open(path, "ab", buffering=0) as f:  # the last partial chunk's worth too
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 512)
+
+
+async def socket_cuts(ctx: Context) -> dict:
+    """The events socket cut every 2-5 s for 60 s, three flows pausing throughout (each pause resumed once every
+    phone has its alert). Target: pause -> alert p50 <= 3 s, max <= 15 s."""
+    span = 20 if ctx.quick else 60
+    async with bring_up(ctx, "socket-cuts", 3) as stack:
+        pausers = await asyncio.gather(*(stack.pauser() for _ in range(3)))
+        window_end = time.monotonic() + span
+        deadline = window_end + WINDOW
+        pauses: list[Pause] = []
+
+        async def cutter() -> tuple[int, int]:
+            """(cuts, of them when a socket was open): a relay backing off has none open to cut."""
+            cuts = open_ones = 0
+            while (wait := ctx.rng.uniform(2, 5)) < window_end - time.monotonic():
+                await asyncio.sleep(wait)
+                cuts += 1
+                open_ones += stack.proxy.cut("events") > 0
+            return cuts, open_ones
+
+        async def pausing(pauser: Pauser) -> None:
+            while time.monotonic() < window_end:
+                pause = await pauser.pause()
+                pauses.append(pause)
+                await stack.settle([pause], deadline)
+                if time.monotonic() >= window_end:
+                    return
+                await pauser.resume()
+                await asyncio.sleep(ctx.rng.uniform(0.2, 1.5))
+
+        (cuts, open_ones), *_ = await asyncio.gather(cutter(), *(pausing(p) for p in pausers))
+        result = tally(stack, pauses, [deadline] * len(pauses))
+        latency = result["latency_s"]
+        met = bool(latency) and latency["p50"] <= 3 and latency["max"] <= 15
+        return {**result, "note": f"{cuts} cuts in {span} s, {open_ones} found the socket open; "
+                                  f"target p50 <= 3 s, max <= 15 s {'met' if met else 'NOT met'}", "target_met": met}
+
+
+async def events_blackhole(ctx: Context) -> dict:
+    """The events socket (open now, and any reopened) swallows everything for 40 s, a pause 2 s in; then reset."""
+    span = 40
+    async with bring_up(ctx, "events-blackhole", 3) as stack:
+        pauser = await stack.pauser()
+        started = time.monotonic()
+        stack.proxy.blackhole("events")
+        await asyncio.sleep(2)
+        pause = await pauser.pause()
+        await asyncio.sleep(max(0.0, started + span - time.monotonic()))
+        stack.proxy.heal()
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        reopened = [t - started for t in stack.proxy.events_opened if t > started]
+        noticed = f"relay reopened the events socket after {reopened[0]:.1f} s" if reopened and reopened[0] < span \
+            else f"relay did not reopen the events socket in the {span} s blackhole"
+        return {**tally(stack, [pause], [deadline]), "note": noticed,
+                "reopened_after_s": round(reopened[0], 1) if reopened else None}
+
+
+async def apns_silence(ctx: Context) -> dict:
+    """Every established APNs connection (open or new; TLS still completes) silent for 15 s, the pause 1 s in."""
+    async with bring_up(ctx, "apns-silence", 20) as stack:
+        pauser = await stack.pauser()
+        await stack.fake.command("silence on")
+        started = time.monotonic()
+        await asyncio.sleep(1)
+        pause = await pauser.pause()
+        await asyncio.sleep(max(0.0, started + 15 - time.monotonic()))
+        await stack.fake.command("silence off")
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        return tally(stack, [pause], [deadline])
+
+
+async def db_deleted(ctx: Context) -> dict:
+    """The database file (and its -wal, -shm) deleted under the running relay. Expected: it exits non-zero."""
+    async with bring_up(ctx, "db-deleted", 20) as stack:
+        relay = stack.relay
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(relay.db_path + suffix)
+        deleted = time.monotonic()
+        try:
+            await relay.register(devices(21)[20:])
+            registration = "a registration afterwards answered 200"
+        except (RuntimeError, OSError, http.client.HTTPException) as error:
+            registration = f"a registration afterwards failed ({type(error).__name__})"
+        await wait_for(lambda: relay.process.returncode is not None, 15, step=0.1)
+        code = relay.process.returncode
+        if code is not None:
+            outcome = f"exited {code} after {time.monotonic() - deleted:.1f} s; {registration}"
+        else:
+            await relay.stop()
+            await relay.start()
+            kept = (await relay.health() or {}).get("devices")
+            outcome = f"kept running for 15 s; {registration}; after a restart {kept} devices"
+        return {"pauses": 0, "devices": len(stack.phones), "note": outcome, "exit_code": code,
+                "target_met": code not in (None, 0)}
+
+
+SCENARIOS = {
+    "baseline": baseline, "relay-kill": relay_kill, "apns-kill": apns_kill, "apns-503": apns_503, "rest-500": rest_500,
+    "sqlite-lock": sqlite_lock, "disk-full": disk_full, "socket-cuts": socket_cuts,
+    "events-blackhole": events_blackhole, "apns-silence": apns_silence, "db-deleted": db_deleted,
+    "apns-goaway": apns_goaway,
+}
+QUICK = ["baseline", "relay-kill", "rest-500", "socket-cuts", "db-deleted"]
+
+
+# MARK: - report
+
+def line(name: str, result: dict) -> str:
+    if "skipped" in result:
+        return f"{name:<17} skipped: {result['skipped']}"
+    if "error" in result:
+        return f"{name:<17} FAILED TO RUN: {result['error']}"
+    latency = result.get("latency_s")
+    numbers = (f"pauses {result['pauses']:>3}  devices {result['devices']:>5}  "
+               f"missed {result.get('missed', '-'):>5}  dup {result.get('duplicates', '-'):>4}  "
+               f"st-missed {result.get('starts_missed', '-'):>5}  st-dup {result.get('start_duplicates', '-'):>4}  "
+               f"p50 {latency['p50'] if latency else '-':>6}  max {latency['max'] if latency else '-':>6}")
+    exits = result.get("relay_exits")
+    restarted = f"; the relay exited ({', '.join(map(str, exits))}) and was restarted" if exits else ""
+    return f"{name:<17} {numbers}  {result.get('note', '')}{restarted}".rstrip()
+
+
+def passed(result: dict) -> bool:
+    """No alert missed and the scenario's own target (if any) met; a skipped scenario passes."""
+    if "skipped" in result:
+        return True
+    return "error" not in result and not result.get("missed") and result.get("target_met", True)
+
+
+async def run_one(name: str, ctx: Context) -> dict:
+    log(f"== {name}")
+    started = time.monotonic()
+    try:
+        result = await SCENARIOS[name](ctx)
+    except Exception as error:  # one scenario that cannot run must not stop the others (Ctrl-C still does)
+        result = {"error": f"{type(error).__name__}: {error}"}
+    result["seconds"] = round(time.monotonic() - started, 1)
+    log(line(name, result))
+    return result
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", help="comma-separated: " + ",".join(SCENARIOS))
+    parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument("--out", default=os.path.join(ROOT, "chaos", "results.json"))
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else (QUICK if args.quick else list(SCENARIOS))
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    binaries = {"relay": os.environ.get("CHAOS_RELAY_BIN") or os.path.join(ROOT, ".build/debug/prefect-push"),
+                "fake-apns": os.environ.get("CHAOS_FAKE_APNS_BIN") or os.path.join(ROOT, ".build/debug/fake-apns")}
+    for what, path in binaries.items():
+        if not os.access(path, os.X_OK):
+            parser.error(f"no {what} binary at {path}")
+
+    work = tempfile.mkdtemp(prefix="prefect-push-chaos-")
+    log(f"logs in {work}; relay {binaries['relay']}")
+    prefect = Prefect(work)
+    results: dict[str, dict] = {}
+    try:
+        await prefect.start()
+        ctx = Context(binaries["relay"], binaries["fake-apns"], prefect, work, args.quick, random.Random(args.seed))
+        for name in names:
+            results[name] = await run_one(name, ctx)
+    finally:
+        await stop_all()
+    print("\n".join(line(name, result) for name, result in results.items()))
+    with open(args.out, "w") as f:
+        json.dump({"relay": binaries["relay"], "quick": args.quick, "seed": args.seed,
+                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "scenarios": results}, f, indent=2)
+    failed = [name for name, result in results.items() if not passed(result)]
+    print(f"wrote {os.path.relpath(args.out, ROOT)}; logs in {work}")
+    print(f"FAILED: {', '.join(failed)}" if failed else "all scenarios passed")
+    return 1 if failed else 0
+
+
+def run() -> int:
+    """asyncio.run(main()), with SIGTERM treated like Ctrl-C: the main task is cancelled and its cleanup runs."""
+    async def guarded() -> int:
+        task = asyncio.current_task()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await main()
+
+    try:
+        return asyncio.run(guarded())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        log("interrupted: everything it started is stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(run())

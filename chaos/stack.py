@@ -1,0 +1,397 @@
+"""The processes `make chaos` runs and what it reads from them: a real Prefect server, the fake APNs, the relay, and
+flows that pause. 127.0.0.1 only; every wait has a deadline; `stop_all()` stops whatever is still running.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+FIX = os.path.join(ROOT, "Tests", "RelayTests", "Fixtures", "apns")
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+AUTH = "admin:pass"
+BASIC = "Basic " + base64.b64encode(AUTH.encode()).decode()
+KEY_ID, TEAM_ID = "TESTKEY123", "TEAM123456"
+started: list[asyncio.subprocess.Process] = []
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# MARK: - processes
+
+async def spawn(*argv: str, env: dict | None = None, log_path: str | None = None, stdin=subprocess.DEVNULL,
+                stdout=None, group: bool = False) -> asyncio.subprocess.Process:
+    """Starts a child (stderr, and stdout unless piped, into `log_path`); with `group`, in a session of its own so
+    its children are stopped with it."""
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, env={**os.environ, **(env or {})}, stdin=stdin, stdout=stdout or out, stderr=out,
+            start_new_session=group)
+    finally:
+        if log_path:
+            out.close()
+    process.own_group = group
+    started.append(process)
+    return process
+
+
+def signal_process(process: asyncio.subprocess.Process, sig: int) -> None:
+    try:
+        if process.own_group:
+            os.killpg(process.pid, sig)  # the session this harness created for it, nothing else
+        else:
+            process.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+async def stop(process: asyncio.subprocess.Process, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `timeout`; a group's stragglers are killed too."""
+    if process.returncode is None:
+        signal_process(process, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout)
+        except asyncio.TimeoutError:
+            signal_process(process, signal.SIGKILL)
+            await process.wait()
+    if process.own_group:
+        signal_process(process, signal.SIGKILL)
+    if process in started:
+        started.remove(process)
+
+
+async def stop_all() -> None:
+    for process in list(reversed(started)):
+        await stop(process, timeout=5)
+
+
+# MARK: - HTTP
+
+def http_call(port: int, method: str, path: str, body: dict | None = None, auth: str | None = BASIC,
+              timeout: float = 10) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        headers = {"content-type": "application/json"} if body is not None else {}
+        if auth:
+            headers["authorization"] = auth
+        connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        reply = connection.getresponse()
+        return reply.status, reply.read()
+    finally:
+        connection.close()
+
+
+async def call(port: int, method: str, path: str, body: dict | None = None, timeout: float = 10) -> tuple[int, bytes]:
+    return await asyncio.to_thread(http_call, port, method, path, body, BASIC, timeout)
+
+
+# MARK: - Prefect
+
+class Prefect:
+    """`prefect server start` with its own PREFECT_HOME and basic auth; REST calls go to it directly."""
+
+    def __init__(self, work: str):
+        self.home = os.path.join(work, "prefect-home")
+        self.port = free_port()
+        self.api = f"http://127.0.0.1:{self.port}/api"
+        self.client_env = {"PREFECT_API_URL": self.api, "PREFECT_API_AUTH_STRING": AUTH, "PREFECT_HOME": self.home,
+                           "PREFECT_LOGGING_LEVEL": "WARNING"}
+        self.log_path = os.path.join(work, "prefect-server.log")
+
+    async def start(self) -> None:
+        env = {"PREFECT_HOME": self.home, "PREFECT_SERVER_API_AUTH_STRING": AUTH,
+               "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false",
+               "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_SERVER_LOGGING_LEVEL": "WARNING"}
+        self.process = await spawn(os.path.join(ROOT, ".venv", "bin", "prefect"), "server", "start", "--host",
+                                   "127.0.0.1", "--port", str(self.port), env=env, log_path=self.log_path, group=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.process.returncode is None:
+            try:
+                if (await asyncio.to_thread(http_call, self.port, "GET", "/api/health", None, None, 2))[0] == 200:
+                    return
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        raise RuntimeError(f"Prefect did not start in 120 s; see {self.log_path}")
+
+    async def paused_state(self, run_id: str, timeout: float = 30) -> str:
+        """The id of the run's PAUSED state, once the run is in it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, body = await call(self.port, "GET", f"/api/flow_runs/{run_id}")
+            state = (json.loads(body).get("state") or {}) if status == 200 else {}
+            if state.get("type") == "PAUSED":
+                return state["id"]
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"run {run_id} did not pause in {timeout} s")
+
+    async def resume(self, run_id: str) -> None:
+        """Retried: Prefect's SQLite answers 503 "database is locked" under load."""
+        for attempt in range(20):
+            status, answer = await call(self.port, "POST", f"/api/flow_runs/{run_id}/resume", {})
+            if status in (200, 201) and b'"ACCEPT"' in answer:
+                return
+            await asyncio.sleep(0.1 * (attempt + 1))
+        raise RuntimeError(f"could not resume {run_id}: {status} {answer[:200]!r}")
+
+    async def cancel(self, run_id: str) -> None:
+        """Forces the run into Cancelled (best effort: the pause times out on its own anyway)."""
+        for attempt in range(10):
+            status, _ = await call(self.port, "POST", f"/api/flow_runs/{run_id}/set_state",
+                                   {"state": {"type": "CANCELLED", "name": "Cancelled"}, "force": True})
+            if status in (200, 201):
+                return
+            await asyncio.sleep(0.1 * (attempt + 1))
+
+
+@dataclass
+class Pause:
+    run_id: str
+    state_id: str
+    called_ns: int  # CLOCK_MONOTONIC just before pause_flow_run
+    next_called_ns: float = float("inf")  # the same run's next pause, once there is one
+
+
+class Pauser:
+    """One flow run (chaos/pauser.py) that pauses again each time it is resumed."""
+
+    def __init__(self, prefect: Prefect, work: str, name: str):
+        self.prefect = prefect
+        self.log_path = os.path.join(work, f"{name}.log")
+        self.run_id: str | None = None
+        self.paused = False
+        self.last: Pause | None = None
+
+    async def start(self, count: int) -> None:
+        """Starts the flow and waits until it is ready to pause."""
+        self.process = await spawn(PYTHON, os.path.join(ROOT, "chaos", "pauser.py"), str(count),
+                                   env=self.prefect.client_env, log_path=self.log_path, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE)
+        await self._read_until(b"WAITING", 90)
+
+    async def pause(self) -> Pause:
+        """Makes the flow pause now and reads the pause (its PAUSED state id from Prefect)."""
+        self.process.stdin.write(b"\n")
+        await self.process.stdin.drain()
+        line = await self._read_until(b"PAUSING ", 30)
+        _, run_id, called = line.decode().split()
+        self.run_id, self.paused = run_id, True
+        if self.last:
+            self.last.next_called_ns = int(called)
+        self.last = Pause(run_id, await self.prefect.paused_state(run_id), int(called))
+        return self.last
+
+    async def _read_until(self, prefix: bytes, timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = await asyncio.wait_for(self.process.stdout.readline(), max(0.1, deadline - time.monotonic()))
+            if not line:
+                raise RuntimeError(f"the pausing flow ended early; see {self.log_path}")
+            if line.startswith(prefix):
+                return line
+
+    async def resume(self) -> None:
+        self.paused = False
+        await self.prefect.resume(self.run_id)
+
+    async def finish(self) -> None:
+        """Cancels a pause still open and stops the flow, so nothing lingers on the server."""
+        if self.paused and self.run_id:
+            await self.prefect.cancel(self.run_id)
+        await stop(self.process, timeout=5)
+
+
+# MARK: - fake APNs
+
+class Arrivals:
+    """What the fake APNs answered, from its `arrival` lines: the stamps of accepted pushes."""
+
+    def __init__(self):
+        self.accepted: dict[tuple[str, str, str], list[int]] = {}  # (collapse id, push type, token)
+        self.without_collapse: dict[tuple[str, str, str], list[int]] = {}  # (run id, push type, token)
+        self.total = 0  # every request, answered or not
+
+    def add(self, stamp: int, token: str, collapse: str, push_type: str, status: int, run_id: str) -> None:
+        self.total += 1
+        if status != 200:
+            return
+        if collapse != "-":
+            self.accepted.setdefault((collapse, push_type, token.lower()), []).append(stamp)
+        else:
+            self.without_collapse.setdefault((run_id, push_type, token.lower()), []).append(stamp)
+
+    def stamps(self, pause: "Pause", push_type: str, token: str) -> list[int]:
+        """Accepted pushes of this type to `token` for `pause`: by collapse id (= the pause's state id) or, for a
+        relay that sends them without one (Live Activity starts), by run id while this was the run's open pause."""
+        found = self.accepted.get((pause.state_id, push_type, token))
+        if found:
+            return found
+        return [s for s in self.without_collapse.get((pause.run_id, push_type, token), [])
+                if pause.called_ns <= s < pause.next_called_ns]
+
+
+class FakeAPNs:
+    """`fake-apns --arrivals --control`; killed and started again on the same port, its arrivals kept."""
+
+    def __init__(self, binary: str, work: str):
+        self.binary = binary
+        self.log_path = os.path.join(work, "fake-apns.log")
+        self.port = 0
+        self.arrivals = Arrivals()
+        self.acks: asyncio.Queue = asyncio.Queue()
+
+    async def start(self) -> None:
+        argv = [self.binary, "--name", "production", "--port", str(self.port), "--cert", f"{FIX}/server.pem",
+                "--key", f"{FIX}/server.key", "--jwt-public-key", f"{FIX}/AuthKey_TESTKEY123.pub.pem",
+                "--key-id", KEY_ID, "--team-id", TEAM_ID, "--arrivals", "--control"]
+        self.process = await spawn(*argv, log_path=self.log_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = await asyncio.wait_for(self.process.stdout.readline(), 10)
+        found = re.search(rb"listening on https://127\.0\.0\.1:(\d+)", line)
+        if not found:
+            raise RuntimeError(f"fake-apns did not start: {line!r}")
+        self.port = int(found.group(1))
+        self.reader = asyncio.create_task(self._read(self.process))
+
+    async def _read(self, process) -> None:
+        async for raw in process.stdout:
+            parts = raw.split()
+            if len(parts) == 7 and parts[0] == b"arrival":
+                self.arrivals.add(int(parts[1]), parts[2].decode(), parts[3].decode(), parts[4].decode(),
+                                  int(parts[5]), parts[6].decode())
+            elif parts[:1] in ([b"ok"], [b"error"]):
+                self.acks.put_nowait(raw.decode().strip())
+
+    async def command(self, text: str) -> None:
+        """Sends one --control command and waits until the fake says it is in effect."""
+        self.process.stdin.write(text.encode() + b"\n")
+        await self.process.stdin.drain()
+        ack = await asyncio.wait_for(self.acks.get(), 5)
+        if ack != f"ok {text}":
+            raise RuntimeError(f"fake-apns refused {text!r}: {ack}")
+
+    async def die(self) -> None:
+        """Ends the fake the way kill -9 does, but with every request it answered reported (`exit`)."""
+        self.process.stdin.write(b"exit\n")
+        await self.process.stdin.drain()
+        try:
+            await asyncio.wait_for(self.process.wait(), 5)
+        except asyncio.TimeoutError:
+            signal_process(self.process, signal.SIGKILL)
+            await self.process.wait()
+        await self.reader
+        started.remove(self.process)
+
+    async def stop(self) -> None:
+        await stop(self.process)
+        self.reader.cancel()
+
+
+# MARK: - the relay
+
+@dataclass
+class Device:
+    id: str
+    token: str
+    start_token: str
+
+
+def devices(count: int) -> list[Device]:
+    """Distinct lowercase hex tokens; every device has a push-to-start token."""
+    return [Device(f"phone-{n}", "a1" + format(n, "062x"), "b1" + format(n, "062x")) for n in range(count)]
+
+
+def register(port: int, phones: list[Device]) -> None:
+    """POST /devices for each, over one keep-alive connection (reopened when the relay closes it)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        for phone in phones:
+            body = json.dumps({"id": phone.id, "token": phone.token, "start_token": phone.start_token,
+                               "environment": "production", "server_id": "chaos"})
+            for attempt in range(3):
+                try:
+                    connection.request("POST", "/devices", body=body,
+                                       headers={"content-type": "application/json", "authorization": BASIC})
+                    reply = connection.getresponse()
+                    reply.read()
+                    break
+                except (http.client.HTTPException, ConnectionError):
+                    connection.close()
+                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                    if attempt == 2:
+                        raise
+            if reply.status != 200:
+                raise RuntimeError(f"POST /devices answered {reply.status}")
+            if reply.getheader("connection", "").lower() == "close":
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    finally:
+        connection.close()
+
+
+class Relay:
+    """The relay under test (CHAOS_RELAY_BIN): Prefect through the proxy, APNs at the fake, its own DB and port.
+    Started again with the same environment after a kill, as a supervisor would."""
+
+    def __init__(self, binary: str, work: str, prefect_url: str, apns_port: int, db_path: str):
+        self.binary = binary
+        self.port = free_port()
+        self.log_path = os.path.join(work, "relay.log")
+        self.db_path = db_path
+        self.env = {"PREFECT_API_URL": prefect_url, "PREFECT_API_AUTH_STRING": AUTH, "PORT": str(self.port),
+                    "DB_PATH": db_path, "APNS_KEY_PATH": f"{FIX}/AuthKey_TESTKEY123.p8", "APNS_KEY_ID": KEY_ID,
+                    "APNS_TEAM_ID": TEAM_ID, "APNS_CA_FILE": f"{FIX}/ca.pem",
+                    "APNS_PRODUCTION_URL": f"https://127.0.0.1:{apns_port}",
+                    "APNS_DEVELOPMENT_URL": f"https://127.0.0.1:{apns_port}"}
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self, timeout: float = 30) -> None:
+        """Starts it and waits until /health says it is subscribed to the events socket."""
+        if self.process:
+            await stop(self.process)  # one that exited or was killed: forget it
+        self.process = await spawn(self.binary, env=self.env, log_path=self.log_path)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.returncode is not None:
+                raise RuntimeError(f"the relay exited ({self.process.returncode}); see {self.log_path}")
+            health = await self.health()
+            if health and health.get("subscribed"):
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"the relay did not subscribe in {timeout} s; see {self.log_path}")
+
+    async def health(self) -> dict | None:
+        try:
+            status, body = await asyncio.to_thread(http_call, self.port, "GET", "/health", None, None, 2)
+            return json.loads(body) if status == 200 else None
+        except (OSError, ValueError, http.client.HTTPException):
+            return None
+
+    async def register(self, phones: list[Device]) -> None:
+        await asyncio.to_thread(register, self.port, phones)
+
+    async def kill(self) -> None:
+        signal_process(self.process, signal.SIGKILL)
+        await self.process.wait()
+
+    async def stop(self) -> None:
+        if self.process:
+            await stop(self.process)
