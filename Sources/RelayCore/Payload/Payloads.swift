@@ -1,7 +1,8 @@
 /// The four pushes about a waiting run, built from one `WaitingProps` (DESIGN.md §5, `docs/payloads.md`).
 ///
-/// Every payload fits in `PushMessage.maxBytes`: when it would not, the body is cut on a grapheme boundary and
-/// ends in "…" (then, only if that is not enough, the title). Ids, the server id and the url are never cut.
+/// Every payload fits in `PushMessage.maxBytes`: when it would not, the free-text fields (body, run and flow
+/// names, title, end state) are cut on grapheme boundaries and end in "…". Ids, the server id and the url are never
+/// cut.
 public enum Payloads {
     /// The Live Activity content state's `name`: the layout the app registered with expo-widgets.
     public static let activityName = "WaitingRun"
@@ -98,30 +99,58 @@ public enum Payloads {
 
     // MARK: - Fitting
 
-    /// Builds the payload; while it is over `PushMessage.maxBytes`, keeps the longest body (then title) prefix
-    /// that fits, found by bisection over whole characters.
+    /// The free-text fields, in the order they are cut when a payload is too big: the body first, then the names,
+    /// then the title, then the end state. The data (`runId`, `serverId`, `url`, the `body` object) is never cut.
+    /// The first pass cuts each field only down to its floor (UTF-8 bytes), so a long body can't push the names
+    /// out entirely; the second pass cuts down to nothing if it must.
+    static var cuttable: [(field: WritableKeyPath<WaitingProps, String>, floor: Int)] {
+        [(\.body, 240), (\.runName, 96), (\.flowName, 96), (\.title, 160)]
+    }
+
+    /// Builds the payload within `PushMessage.maxBytes`, whatever the texts are: each free-text field first has
+    /// every grapheme bounded (`String.boundingGraphemes`, so one `e` with 2,000 accents can't fill the payload),
+    /// then, while the payload is over the limit, fields are cut on grapheme boundaries, in `cuttable` order.
     static func fitted(_ props: WaitingProps, metadata: PushMessage.Metadata,
                        build: (WaitingProps) -> JSONValue) -> PushMessage {
-        func size(_ candidate: WaitingProps) -> Int { build(candidate).encoded().utf8.count }
+        func fits(_ candidate: WaitingProps) -> Bool { build(candidate).encoded().utf8.count <= PushMessage.maxBytes }
         var props = props
-        if size(props) <= PushMessage.maxBytes { return PushMessage(payload: build(props), metadata: metadata) }
-        props = shortened(props, \.body, fits: { size($0) <= PushMessage.maxBytes })
-        if size(props) > PushMessage.maxBytes {
-            props = shortened(props, \.title, fits: { size($0) <= PushMessage.maxBytes })
+        for (field, _) in cuttable { props[keyPath: field] = props[keyPath: field].boundingGraphemes() }
+        props.ended = props.ended?.boundingGraphemes()
+        if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
+        for pass in 0..<2 {
+            for (field, floor) in cuttable {
+                props = shortened(props, field, floorBytes: pass == 0 ? floor : 0, fits: fits)
+                if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
+            }
+        }
+        // Only the end state is left; then the data alone must fit (ids and url are bounded well below the limit).
+        if let ended = props.ended {
+            props.ended = ended.prefix(utf8Bytes: 64)
+            if !fits(props) { props.ended = "Ended" }
         }
         return PushMessage(payload: build(props), metadata: metadata)
     }
 
-    /// `props` with `field` cut to the longest `prefix + "…"` for which `fits` holds (empty if none does).
-    static func shortened(_ props: WaitingProps, _ field: WritableKeyPath<WaitingProps, String>,
+    /// `props` with `field` cut to the longest `prefix + "…"` for which `fits` holds, but never below the longest
+    /// prefix within `floorBytes` (which is kept even when it does not fit: the next field is cut then).
+    static func shortened(_ props: WaitingProps, _ field: WritableKeyPath<WaitingProps, String>, floorBytes: Int,
                           fits: (WaitingProps) -> Bool) -> WaitingProps {
-        let characters = Array(props[keyPath: field])
+        let text = props[keyPath: field]
+        if text.utf8.count <= floorBytes { return props }
+        let characters = Array(text)
         func candidate(_ count: Int) -> WaitingProps {
             var copy = props
             copy[keyPath: field] = count == 0 ? "" : String(characters[0..<count]).trimmingSpaces() + "…"
             return copy
         }
-        var low = 0  // fits (an empty field is the last resort)
+        // The floor: as many characters as fit in floorBytes, with the ellipsis.
+        var floor = 0
+        var bytes = 3
+        while floor < characters.count, bytes + characters[floor].utf8.count <= floorBytes {
+            bytes += characters[floor].utf8.count
+            floor += 1
+        }
+        var low = floor  // kept whether or not it fits
         var high = characters.count - 1  // the largest cut worth trying
         while low < high {
             let middle = (low + high + 1) / 2
