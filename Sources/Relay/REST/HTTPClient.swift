@@ -93,8 +93,14 @@ final class HTTPClient: LWSHandler, @unchecked Sendable {
         info.opaque_user_data = UnsafeMutableRawPointer(bitPattern: UInt(id))
         pending[id] = p
         var wsi: OpaquePointer?
-        info.pwsi = withUnsafeMutablePointer(to: &wsi) { $0 }
-        if lws_client_connect_via_info(&info) == nil {
+        // lws writes the new wsi through `pwsi` during this call only (connect.c@v4.1.6), so the pointer is used
+        // inside the closure that makes it valid, never after.
+        let connected = withUnsafeMutablePointer(to: &wsi) { slot -> OpaquePointer? in
+            info.pwsi = slot
+            defer { info.pwsi = nil }
+            return lws_client_connect_via_info(&info)
+        }
+        if connected == nil {
             // lws may already have reported CLIENT_CONNECTION_ERROR; finish() is idempotent.
             pending[id] = nil
             p.finish(.failure(HTTPFailure(reason: "could not start a connection to \(p.call.url.authority)")))
