@@ -64,6 +64,7 @@ public enum RelayMain {
             exit(2)
         }
 
+        Hardening.disableCoreDumps()
         let config: Config
         do {
             config = try Config(environment: environment())
@@ -98,7 +99,7 @@ public enum RelayMain {
         await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
                                     uiRoot: config.prefectUI, topic: config.apnsTopic, now: Clock.unixNow))
         let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
-        let api = API(relay: relay, authorizer: authorizer)
+        let api = API(relay: relay, authorizer: authorizer, maxDevices: config.maxDevices)
         let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
             Task { reply(await api.handle(request)) }
         }

@@ -5,6 +5,8 @@ import RelayCore
 struct API: Sendable {
     let relay: Relay
     let authorizer: Authorizer
+    /// `MAX_DEVICES`: registering a new device beyond it is a 409.
+    var maxDevices: Int = Config.defaultMaxDevices
 
     func handle(_ request: APIRequest) async -> APIResponse {
         let started = Clock.monotonic()
@@ -41,7 +43,7 @@ struct API: Sendable {
             }
             switch Validation.registration(body) {
             case .failure(let error): return error.response
-            case .success(let registration): return await relay.register(registration)
+            case .success(let registration): return await relay.register(registration, maxDevices: maxDevices)
             }
         case .unregisterDevice(let id):
             return await relay.unregister(id: id)

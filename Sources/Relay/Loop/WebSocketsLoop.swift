@@ -1,4 +1,5 @@
 import CShims
+import COpenSSL
 import CWebSockets
 import Glibc
 import RelayCore
@@ -52,6 +53,13 @@ final class WebSocketsLoop: @unchecked Sendable {
             protocols[index].user = Unmanaged.passUnretained(handler as AnyObject).toOpaque()
         }
 
+        if let caFile = settings.clientCAFile {
+            // lws only logs a CA file it can't load and then fails every TLS connection; say so at start-up.
+            if let problem = WebSocketsLoop.pemProblem(caFile) {
+                // Every stored property is set: deinit frees the protocols (as for a failed context below).
+                throw StartupError("PREFECT_CA_FILE", "\(problem); point it at a readable PEM file, or unset it")
+            }
+        }
         WebSocketsLoop.routeLibraryLogs()
         var info = lws_context_creation_info()
         info.port = Int32(settings.port)
@@ -141,6 +149,21 @@ final class WebSocketsLoop: @unchecked Sendable {
         for index in 0..<count { free(UnsafeMutableRawPointer(mutating: protocols[index].name)) }
         protocols.deinitialize(count: count + 1)
         protocols.deallocate()
+    }
+
+    /// Why `path` is not a usable CA file (unreadable, or no PEM certificate in it), or nil when it is.
+    static func pemProblem(_ path: String) -> String? {
+        guard let bio = BIO_new_file(path, "r") else {
+            ERR_clear_error()
+            return "\(path) can't be read (\(String(cString: strerror(errno))))"
+        }
+        defer { BIO_free(bio) }
+        guard let certificate = PEM_read_bio_X509(bio, nil, nil, nil) else {
+            ERR_clear_error()
+            return "\(path) holds no PEM certificate"
+        }
+        X509_free(certificate)
+        return nil
     }
 
     /// lws's own errors and warnings go through `Log`, one line each.
