@@ -111,19 +111,24 @@ public enum RelayMain {
                                                                   bufferingPolicy: .bufferingNewest(10_000))
         let events = EventsSocket(config: config) { socketSink.yield($0) }
 
+        // Two contexts, two threads: API clients can't starve the relay's own Prefect connections.
         let loop: WebSocketsLoop
+        let apiLoop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile,
+            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
                                                       clientTLS: config.prefectAPI.tls),
-                                      handlers: [server, httpClient, events])
+                                      handlers: [httpClient, events])
+            apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true),
+                                         handlers: [server])
         } catch {
             fail("\(error)")
         }
-        server.loop = loop
+        server.loop = apiLoop
         httpClient.loop = loop
         events.loop = loop
         loop.start()
-        Log.info("relay.started", ["version": version, "port": String(loop.listenPort ?? config.port),
+        apiLoop.start()
+        Log.info("relay.started", ["version": version, "port": String(apiLoop.listenPort ?? config.port),
                                    "base_path": config.basePath.isEmpty ? "/" : config.basePath,
                                    "prefect": config.prefectAPI.string, "apns": apns == nil ? "off" : "on",
                                    "db": config.dbPath])
@@ -150,6 +155,7 @@ public enum RelayMain {
             try? await Task.sleep(for: .milliseconds(20))
         }
         apns?.shutdown()
+        apiLoop.stop()
         loop.stop()
         socketSink.finish()
         await relay.close()

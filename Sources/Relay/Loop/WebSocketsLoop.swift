@@ -12,8 +12,9 @@ protocol LWSHandler: AnyObject {
     func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32
 }
 
-/// Owns the one `lws_context` (one vhost: the HTTP API server plus the REST and events clients) and the thread
-/// that services it (DESIGN.md §1: lws is single-threaded). From any other thread only `perform(_:)` and
+/// Owns one `lws_context` and the thread that services it: the relay runs two, one for its own Prefect
+/// connections (REST client and events socket, no listener) and one for the HTTP API server (a raw listener), so
+/// clients of the API can never starve the relay's own connections of service time or lws resources (DESIGN.md §1: lws is single-threaded). From any other thread only `perform(_:)` and
 /// `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
 /// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
@@ -26,11 +27,16 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// Whether any client connection uses TLS (an https Prefect). Without it lws sets up no OpenSSL client
         /// context, which would parse the system's whole CA bundle at start-up (~1 MB of heap, tens of ms).
         var clientTLS = true
+        /// The listener hands every accepted socket, raw, to the first handler (the HTTP API frames HTTP itself):
+        /// no lws HTTP parsing, header-table pool or WebSocket upgrade on that port.
+        var rawListener = false
     }
 
     private var context: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolCount: Int
+    /// lws keeps this pointer in the vhost and reads it at each accept: owned here, freed after the context.
+    private let acceptRole: UnsafeMutablePointer<CChar> = strdup("raw-skt")
     private let handlers: [LWSHandler]
     private let commands = Mutex<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
@@ -75,6 +81,13 @@ final class WebSocketsLoop: @unchecked Sendable {
         let caCopy = settings.clientCAFile.map { strdup($0) }
         defer { caCopy.map { free($0) } }
         if let caCopy { info.client_ssl_ca_filepath = UnsafePointer(caCopy) }
+        if settings.rawListener && settings.port >= 0 {
+            info.options |= UInt64(LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG)
+            info.listen_accept_role = UnsafePointer(acceptRole)
+            info.listen_accept_protocol = protocols[0].name
+            // Liveness of API connections is the handler's own (header and body deadlines).
+            info.timeout_secs = 5
+        }
         let created: OpaquePointer? = lws_create_context(&info)
         guard let created else {
             // Every stored property is set by now, so deinit runs for this failed init and frees the protocols;
@@ -93,6 +106,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         stop()
         if let context { lws_context_destroy(context) }
         WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
+        free(acceptRole)
     }
 
     /// Starts the service thread.
