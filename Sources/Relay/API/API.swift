@@ -28,6 +28,13 @@ struct API: Sendable {
                     : "the Prefect server refused this credential").response
             case .unavailable(let why):
                 return APIError.unavailable(why).response
+            case .malformed(let why):
+                return APIError.badRequest(why).response
+            case .busy:
+                var response = APIError(status: 429, message: "too many credential checks under way; retry in a moment")
+                    .response
+                response.headers.append(("retry-after", "1"))
+                return response
             }
         }
         switch request.route {
