@@ -293,7 +293,7 @@ public enum HTTPResponseWriter {
             text += "content-type: \(response.contentType)\r\ncontent-length: \(body.count)\r\n"
         }
         text += "cache-control: no-store\r\n"
-        for (name, value) in response.headers where !value.contains(where: { $0 == "\r" || $0 == "\n" }) {
+        for (name, value) in response.headers where !(name + value).utf8.contains(where: { $0 == 13 || $0 == 10 }) {
             text += "\(name): \(value)\r\n"
         }
         if close { text += "connection: close\r\n" }
