@@ -146,6 +146,9 @@ $(FUZZ_DIR)/fuzz-%: Fuzz/%Harness.swift $(FUZZ_SOURCES)
 	@echo "swiftc -sanitize=fuzzer,address ... $< -o $@"
 	@swiftc $(FUZZ_FLAGS) $(FUZZ_SOURCES) $< -o $@ 2>&1 | grep -v "Cannot export local symbol"; test $${PIPESTATUS[0]} -eq 0
 
+# The Swift runtime's crash handler can't run under ASan (it reads the shadow gap): libFuzzer reports instead.
+export SWIFT_BACKTRACE := enable=no
+
 fuzz: fuzz-build
 	@for h in $(FUZZ_HARNESSES); do \
 	  echo "== fuzz-$$h: $(FUZZ_RUNS) runs"; \

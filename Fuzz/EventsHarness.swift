@@ -14,7 +14,9 @@ func fuzzOne(_ data: [UInt8]) {
     _ = InputRow.list(prefect: json)
     _ = RunArtifact.list(prefect: json)
     _ = RunEvent.list(prefect: json)
-    // Re-encoding what was parsed gives JSON that parses to the same value.
-    let again = try? JSONParser.parse(Array(json.encoded().utf8))
-    fuzzCheck(again == json, "JSON round trip changed the value")
+    // What the relay re-encodes (stored props, logs) is JSON that reads back to the same text. (A value may change
+    // form once: 1.0 is written as 1 and reads back as an integer.)
+    let text = json.encoded()
+    guard let again = try? JSONParser.parse(Array(text.utf8)) else { fatalError("re-encoded JSON does not parse") }
+    fuzzCheck(again.encoded() == text, "JSON round trip is not stable")
 }

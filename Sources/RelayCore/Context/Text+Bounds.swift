@@ -45,6 +45,15 @@ extension String {
         return out
     }
 
+    /// The longest prefix of whole scalars within `limit` UTF-8 bytes (may end inside a grapheme cluster: for a
+    /// bound before finer cutting, not for display).
+    public func prefixScalars(utf8Bytes limit: Int) -> String {
+        guard utf8.count > limit else { return self }
+        var end = utf8.index(utf8.startIndex, offsetBy: limit)
+        while end > utf8.startIndex && UTF8.isContinuation(utf8[end]) { end = utf8.index(before: end) }
+        return String(self[..<end])
+    }
+
     /// At most `limit` characters; when cut, the last kept character is followed by "…" (within the limit).
     public func truncated(toCharacters limit: Int) -> String {
         guard limit > 0 else { return "" }

@@ -112,14 +112,20 @@ public enum Payloads {
     /// then, while the payload is over the limit, fields are cut on grapheme boundaries, in `cuttable` order.
     static func fitted(_ props: WaitingProps, metadata: PushMessage.Metadata,
                        build: (WaitingProps) -> JSONValue) -> PushMessage {
-        func fits(_ candidate: WaitingProps) -> Bool { build(candidate).encoded().utf8.count <= PushMessage.maxBytes }
+        func size(_ candidate: WaitingProps) -> Int { build(candidate).encoded().utf8.count }
+        func fits(_ candidate: WaitingProps) -> Bool { size(candidate) <= PushMessage.maxBytes }
         var props = props
-        for (field, _) in cuttable { props[keyPath: field] = props[keyPath: field].boundingGraphemes() }
-        props.ended = props.ended?.boundingGraphemes()
+        for (field, _) in cuttable {
+            // No field can bring more than the whole limit; cut on a scalar boundary first so the grapheme work
+            // below is bounded (the fitting then cuts on a grapheme boundary well before this point).
+            props[keyPath: field] = props[keyPath: field].prefixScalars(utf8Bytes: PushMessage.maxBytes)
+                .boundingGraphemes()
+        }
+        props.ended = props.ended?.prefixScalars(utf8Bytes: 256).boundingGraphemes()
         if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
         for pass in 0..<2 {
             for (field, floor) in cuttable {
-                props = shortened(props, field, floorBytes: pass == 0 ? floor : 0, fits: fits)
+                props = shortened(props, field, floorBytes: pass == 0 ? floor : 0, size: size)
                 if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
             }
         }
@@ -131,31 +137,83 @@ public enum Payloads {
         return PushMessage(payload: build(props), metadata: metadata)
     }
 
-    /// `props` with `field` cut to the longest `prefix + "…"` for which `fits` holds, but never below the longest
-    /// prefix within `floorBytes` (which is kept even when it does not fit: the next field is cut then).
+    /// `props` with `field` cut to the longest `prefix + "…"` that fits, but never below the longest prefix within
+    /// `floorBytes` (which is kept even when it does not fit: the next field is cut then).
+    ///
+    /// A field adds the same bytes for each of its characters wherever it appears: its escaped width once per
+    /// plain occurrence (`n1`) and its twice-escaped width once per occurrence inside the props string (`n2`).
+    /// Three probes give `n1`, `n2` and the rest of the payload, so the longest fitting prefix comes from running
+    /// sums, checked with one real encoding; a bisection with real encodings covers anything the model misses.
     static func shortened(_ props: WaitingProps, _ field: WritableKeyPath<WaitingProps, String>, floorBytes: Int,
-                          fits: (WaitingProps) -> Bool) -> WaitingProps {
+                          size: (WaitingProps) -> Int) -> WaitingProps {
         let text = props[keyPath: field]
         if text.utf8.count <= floorBytes { return props }
-        let characters = Array(text)
-        func candidate(_ count: Int) -> WaitingProps {
+        var ends: [String.Index] = [text.startIndex]  // ends[k]: end of the first k characters
+        var bytes: [Int] = [0], plain: [Int] = [0], nested: [Int] = [0]
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(after: index)
+            var b = 0, w1 = 0, w2 = 0
+            for scalar in text.unicodeScalars[index..<next] {
+                let widths = escapedWidths(scalar)
+                b += UTF8.width(scalar)
+                w1 += widths.plain
+                w2 += widths.nested
+            }
+            ends.append(next)
+            bytes.append(bytes.last! + b)
+            plain.append(plain.last! + w1)
+            nested.append(nested.last! + w2)
+            index = next
+        }
+        let count = ends.count - 1
+        func candidate(_ k: Int) -> WaitingProps {
             var copy = props
-            copy[keyPath: field] = count == 0 ? "" : String(characters[0..<count]).trimmingSpaces() + "…"
+            copy[keyPath: field] = k == 0 ? "" : String(text[..<ends[k]]).trimmingSpaces() + "…"
             return copy
         }
-        // The floor: as many characters as fit in floorBytes, with the ellipsis.
+        func with(_ value: String) -> WaitingProps {
+            var copy = props
+            copy[keyPath: field] = value
+            return copy
+        }
         var floor = 0
-        var bytes = 3
-        while floor < characters.count, bytes + characters[floor].utf8.count <= floorBytes {
-            bytes += characters[floor].utf8.count
-            floor += 1
+        while floor < count && bytes[floor + 1] + 3 <= floorBytes { floor += 1 }
+        if floor >= count - 1 { return candidate(floor) }
+
+        let limit = PushMessage.maxBytes
+        let p1 = size(with("a")), p2 = size(with("aa")), p3 = size(with("a\""))
+        let n2 = ((p3 - p1) - 2 * (p2 - p1)) / 2
+        let n1 = (p2 - p1) - n2
+        let base = p1 - n1 - n2
+        var high = count - 1  // the largest cut worth trying
+        if n1 >= 0 && n2 >= 0 && n1 + n2 > 0 {
+            // The model: base + n1 * plain + n2 * nested, plus the ellipsis (3 bytes, never escaped).
+            func modelled(_ k: Int) -> Int { base + n1 * (plain[k] + 3) + n2 * (nested[k] + 3) }
+            var k = count - 1
+            while k > floor && modelled(k) > limit { k -= 1 }
+            let guess = candidate(k)
+            if size(guess) <= limit { return guess }
+            high = k - 1
         }
         var low = floor  // kept whether or not it fits
-        var high = characters.count - 1  // the largest cut worth trying
         while low < high {
             let middle = (low + high + 1) / 2
-            if fits(candidate(middle)) { low = middle } else { high = middle - 1 }
+            if size(candidate(middle)) <= limit { low = middle } else { high = middle - 1 }
         }
         return candidate(low)
+    }
+
+    /// The bytes one scalar takes in a JSON string (`JSONValue.encodeString`), and inside a JSON string that is
+    /// itself in a JSON string (the Live Activity props).
+    static func escapedWidths(_ scalar: Unicode.Scalar) -> (plain: Int, nested: Int) {
+        switch scalar {
+        case "\"", "\\": return (2, 4)
+        case "\n", "\r", "\t": return (2, 3)
+        case _ where scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029: return (6, 7)
+        default:
+            let width = UTF8.width(scalar)
+            return (width, width)
+        }
     }
 }
