@@ -1,5 +1,6 @@
 // Payload building: whatever the names and texts, every push kind is at most 4096 bytes of valid UTF-8 JSON that
-// parses back to the value built, and the data (ids, url, the `body` object) is intact.
+// parses back to the value built, and the data (ids, url, the `body` object) is intact. The input's last byte picks
+// the kind (alert, reminder, Live Activity start or end), so each execution builds one payload.
 
 func fuzzOne(_ data: [UInt8]) {
     let parts = fields(data, 7)
@@ -9,11 +10,14 @@ func fuzzOne(_ data: [UInt8]) {
                              body: text(parts[3]), category: "waiting-input", stateName: "Paused",
                              waitingSince: 1_795_990_000, timeoutAt: parts[6].isEmpty ? nil : 1_795_993_600,
                              url: "https://prefect.example.com/runs/flow-run/95d737c2-8dd4-4a0b-b4d5-e6d147c8ff6e")
-    let pushes = [Payloads.alert(props, stateID: "state"),
-                  Payloads.reminder(props, stateID: "state", minutesLeft: Int(parts[6].first ?? 0)),
-                  Payloads.liveActivityStart(props, now: 1_795_990_100),
-                  Payloads.liveActivityEnd(props, endedState: text(parts[4]), now: 1_795_990_200)]
-    for push in pushes {
+    let push: PushMessage
+    switch (data.last ?? 0) % 4 {
+    case 0: push = Payloads.alert(props, stateID: "state")
+    case 1: push = Payloads.reminder(props, stateID: "state", minutesLeft: Int(parts[6].first ?? 0))
+    case 2: push = Payloads.liveActivityStart(props, now: 1_795_990_100)
+    default: push = Payloads.liveActivityEnd(props, endedState: text(parts[4]), now: 1_795_990_200)
+    }
+    do {
         let bytes = Array(push.json.utf8)
         fuzzCheck(bytes.count <= PushMessage.maxBytes, "payload is \(bytes.count) bytes")
         fuzzCheck(String(validating: bytes, as: UTF8.self) != nil, "payload is not UTF-8")
