@@ -179,7 +179,8 @@ test-sanitize: test-asan test-tsan
 
 test-asan: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
-	PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt PREFECT_BIN=$(CURDIR)/$(PREFECT) \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan \
 	  $(if $(ASAN_FILTER),--filter '$(ASAN_FILTER)')
 
 test-tsan: deps
