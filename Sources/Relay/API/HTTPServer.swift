@@ -99,7 +99,8 @@ final class HTTPServer: LWSHandler, @unchecked Sendable {
 
     private func adopt(_ wsi: OpaquePointer) -> Int32 {
         var name = [CChar](repeating: 0, count: 64)
-        let address = lws_get_peer_simple(wsi, &name, name.count) != nil ? String(cString: name) : "?"
+        let address = lws_get_peer_simple(wsi, &name, name.count) != nil
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
         // Over a cap: make room by closing the oldest connection still sending its head.
         if perAddress[address, default: 0] >= limits.maxPerAddress && !evictOldest(from: address) {
             return -1
