@@ -24,7 +24,7 @@ RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
 .PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench clean \
-        fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections \
+        fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -194,6 +194,11 @@ slow-connections: deps
 	$(SWIFT) build --product prefect-push
 	$(SWIFT) build --product fake-apns
 	$(VENV)/bin/python tools/slow-connections.py $(SLOW_ARGS)
+
+# 20,000 bad requests against the API (tools/bad-input.py): every answer the relay's JSON, no 5xx, devices intact.
+bad-input: deps
+	$(SWIFT) build --product prefect-push
+	$(VENV)/bin/python tools/bad-input.py $(BAD_INPUT_ARGS)
 
 # --- Image and cluster ------------------------------------------------------------------------------------------
 # The image is built without a container daemon or a base image: deploy/image.sh assembles a root file system
