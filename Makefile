@@ -33,7 +33,7 @@ RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
 .PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench size-report chaos \
-        chaos-quick clean \
+        chaos-quick clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -159,6 +159,80 @@ chaos-quick: deps-apt $(PREFECT)
 deps-bench: deps-python
 	@$(VENV)/bin/python -c 'import aioapns' 2>/dev/null || \
 	  $(VENV)/bin/pip install -q --disable-pip-version-check aioapns==$(AIOAPNS_VERSION)
+
+# --- Fuzzing and sanitizers -------------------------------------------------------------------------------------
+# libFuzzer harnesses (Fuzz/*Harness.swift) over the RelayCore sources plus the two C-parser readers (jansson for
+# JSON, cmark for markdown), built with `swiftc -sanitize=fuzzer,address`. `make fuzz` runs each for FUZZ_RUNS
+# executions (default 10^6); `make fuzz-smoke` a few seconds each. Corpora grow in .build/fuzz/corpus/<harness>.
+FUZZ_DIR     := .build/fuzz
+FUZZ_RUNS    ?= 1000000
+FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_HARNESSES := HTTP Events Text Payload APNs
+# Inputs up to 8 KiB; payload inputs up to 2 KiB (escaping already takes them past 4096 bytes, and each execution
+# then costs a quarter as much).
+FUZZ_MAX_LEN_Payload := 2048
+FUZZ_SOURCES := $(shell find Sources/RelayCore -name '*.swift') Sources/Relay/JSONParser.swift \
+                Sources/Relay/Context/Markdown.swift Fuzz/Common.swift
+FUZZ_FLAGS   := -sanitize=fuzzer,address -parse-as-library -O -g -module-name RelayCore -swift-version 6 \
+                -I Sources/CJansson -I Sources/CCmark -Xcc -I/usr/include -lm -suppress-warnings
+
+fuzz-build: deps-apt $(foreach h,$(FUZZ_HARNESSES),$(FUZZ_DIR)/fuzz-$(h))
+
+$(FUZZ_DIR)/fuzz-%: Fuzz/%Harness.swift $(FUZZ_SOURCES)
+	@mkdir -p $(FUZZ_DIR)/corpus/$*
+	@echo "swiftc -sanitize=fuzzer,address ... $< -o $@"
+	@swiftc $(FUZZ_FLAGS) $(FUZZ_SOURCES) $< -o $@ 2>&1 | grep -v "Cannot export local symbol"; test $${PIPESTATUS[0]} -eq 0
+
+# The Swift runtime's crash handler can't run under ASan (it reads the shadow gap): libFuzzer reports instead.
+export SWIFT_BACKTRACE := enable=no
+
+fuzz: fuzz-build
+	@for h in $(FUZZ_HARNESSES); do \
+	  echo "== fuzz-$$h: $(FUZZ_RUNS) runs"; \
+	  max_len=8192; test $$h = Payload && max_len=$(FUZZ_MAX_LEN_Payload); \
+	  $(FUZZ_DIR)/fuzz-$$h -runs=$(FUZZ_RUNS) -max_len=$$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/crash-$$h- $(FUZZ_DIR)/corpus/$$h Fuzz/seeds/$$h >$(FUZZ_DIR)/fuzz-$$h.log 2>&1; \
+	  rc=$$?; grep -E "^(Done|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb))" $(FUZZ_DIR)/fuzz-$$h.log; \
+	  test $$rc -eq 0 || { tail -40 $(FUZZ_DIR)/fuzz-$$h.log; echo "fuzz-$$h failed"; exit 1; }; \
+	done
+
+fuzz-smoke: fuzz-build
+	@for h in $(FUZZ_HARNESSES); do \
+	  max_len=8192; test $$h = Payload && max_len=$(FUZZ_MAX_LEN_Payload); \
+	  $(FUZZ_DIR)/fuzz-$$h -max_total_time=$(FUZZ_SMOKE_SECONDS) -max_len=$$max_len -timeout=10 \
+	    -artifact_prefix=$(FUZZ_DIR)/crash-$$h- $(FUZZ_DIR)/corpus/$$h Fuzz/seeds/$$h >$(FUZZ_DIR)/smoke-$$h.log 2>&1 \
+	    || { tail -30 $(FUZZ_DIR)/smoke-$$h.log; echo "fuzz-$$h failed"; exit 1; }; \
+	  echo "fuzz-$$h: $$(grep -oE '#[0-9]+' $(FUZZ_DIR)/smoke-$$h.log | tail -1 | tr -d '#') runs, no crash"; \
+	done
+
+# The test suites under AddressSanitizer, then ThreadSanitizer, in their own build directories (the integration
+# tests start the sanitized relay binary too). TSAN_FILTER/ASAN_FILTER narrow the run (a swift test --filter).
+ASAN_FILTER ?=
+TSAN_FILTER ?=
+test-sanitize: test-asan test-tsan
+
+test-asan: deps
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt PREFECT_BIN=$(CURDIR)/$(PREFECT) \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan \
+	  $(if $(ASAN_FILTER),--filter '$(ASAN_FILTER)')
+
+test-tsan: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	TSAN_OPTIONS=halt_on_error=1 PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build --sanitize=thread \
+	  --scratch-path .build/tsan $(if $(TSAN_FILTER),--filter '$(TSAN_FILTER)')
+
+# 500 connections sending their heads a byte at a time for 45 s while /health is probed and a pause is announced
+# (tools/slow-connections.py; about two minutes; not part of `make test`).
+slow-connections: deps
+	$(SWIFT) build --product prefect-push
+	$(SWIFT) build --product fake-apns
+	$(VENV)/bin/python tools/slow-connections.py $(SLOW_ARGS)
+
+# 20,000 bad requests against the API (tools/bad-input.py): every answer the relay's JSON, no 5xx, devices intact.
+bad-input: deps
+	$(SWIFT) build --product prefect-push
+	$(VENV)/bin/python tools/bad-input.py $(BAD_INPUT_ARGS)
 
 # --- Image and cluster ------------------------------------------------------------------------------------------
 # The image is built without a container daemon or a base image: deploy/image.sh assembles a root file system

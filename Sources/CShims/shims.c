@@ -1,4 +1,5 @@
 #include "CShims.h"
+#include <sys/prctl.h>
 
 const size_t CShims_LWS_PRE = LWS_PRE;
 
@@ -13,3 +14,5 @@ int CShims_SSL_CTX_set_min_tls12(SSL_CTX *ctx) { return (int)SSL_CTX_set_min_pro
 int CShims_SSL_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
 
 void CShims_OPENSSL_free(void *p) { OPENSSL_free(p); }
+
+int CShims_prctl_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }

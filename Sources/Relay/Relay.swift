@@ -75,8 +75,13 @@ actor Relay {
                        residentBytes: ProcessStatus.residentBytes())
     }
 
-    func register(_ registration: DeviceRegistration) -> APIResponse {
+    func register(_ registration: DeviceRegistration, maxDevices: Int = .max) -> APIResponse {
         do {
+            // MAX_DEVICES: a refresh of a known device always passes; a new one only below the cap.
+            if maxDevices < .max, try store.device(id: registration.id) == nil, try store.deviceCount() >= maxDevices {
+                return APIError(status: 409, message: "the relay already holds \(maxDevices) devices (MAX_DEVICES); "
+                                + "unregister one, or raise MAX_DEVICES").response
+            }
             let device = try store.upsertDevice(registration, now: Int64(now()))
             Log.info("device.registered", ["device": registration.id, "token": Log.short(registration.token),
                                            "environment": registration.environment.rawValue,

@@ -64,6 +64,7 @@ public enum RelayMain {
             exit(2)
         }
 
+        Hardening.disableCoreDumps()
         let config: Config
         do {
             config = try Config(environment: environment())
@@ -103,7 +104,7 @@ public enum RelayMain {
         await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
                                     uiRoot: config.prefectUI, topic: config.apnsTopic, now: Clock.unixNow))
         let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
-        let api = API(relay: relay, authorizer: authorizer)
+        let api = API(relay: relay, authorizer: authorizer, maxDevices: config.maxDevices)
         let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
             Task { reply(await api.handle(request)) }
         }
@@ -115,18 +116,23 @@ public enum RelayMain {
                                                                   bufferingPolicy: .bufferingNewest(10_000))
         let events = EventsSocket(config: config) { socketSink.yield($0) }
 
+        // Two contexts, two threads: API clients can't starve the relay's own Prefect connections.
         let loop: WebSocketsLoop
+        let apiLoop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: config.port, clientCAFile: config.prefectCAFile,
+            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
                                                       clientTLS: config.prefectAPI.tls),
-                                      handlers: [server, events])
+                                      handlers: [events])
+            apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true),
+                                         handlers: [server])
         } catch {
             fail("\(error)")
         }
-        server.loop = loop
+        server.loop = apiLoop
         events.loop = loop
         loop.start()
-        Log.info("relay.started", ["version": version, "port": String(loop.listenPort ?? config.port),
+        apiLoop.start()
+        Log.info("relay.started", ["version": version, "port": String(apiLoop.listenPort ?? config.port),
                                    "base_path": config.basePath.isEmpty ? "/" : config.basePath,
                                    "prefect": config.prefectAPI.string, "apns": apns == nil ? "off" : "on",
                                    "db": config.dbPath])
@@ -153,6 +159,7 @@ public enum RelayMain {
             try? await Task.sleep(for: .milliseconds(20))
         }
         apns?.shutdown()
+        apiLoop.stop()
         prefectHTTP.close()
         loop.stop()
         socketSink.finish()

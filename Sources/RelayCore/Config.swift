@@ -36,6 +36,10 @@ public struct Config: Sendable, Equatable {
     public var apnsCAFile: String?
     public var prefectCAFile: String?
     public var logLevel: LogLevel
+    /// The most devices the registry holds; a registration of a new device beyond it is refused (409).
+    public var maxDevices: Int
+
+    public static let defaultMaxDevices = 10_000
 
     /// Every variable with its default, in the order `--help` prints them.
     public static let variables: [(name: String, meaning: String, defaultValue: String)] = [
@@ -59,6 +63,7 @@ public struct Config: Sendable, Equatable {
         ("APNS_CA_FILE", "extra PEM trust roots for APNs TLS", "system roots"),
         ("PREFECT_CA_FILE", "extra PEM trust roots for a Prefect server on https", "system roots"),
         ("LOG_LEVEL", "debug, info, warn or error", "info"),
+        ("MAX_DEVICES", "the most devices the relay registers; more are refused with 409", "10000"),
     ]
 
     public init(environment env: [String: String]) throws(ConfigError) {
@@ -161,6 +166,15 @@ public struct Config: Sendable, Equatable {
             logLevel = parsed
         } else {
             logLevel = .info
+        }
+
+        if let raw = value("MAX_DEVICES") {
+            guard let parsed = Int(raw), (1...10_000_000).contains(parsed) else {
+                throw ConfigError("MAX_DEVICES", "must be a number from 1 to 10000000, got \"\(raw.prefix(20))\"")
+            }
+            maxDevices = parsed
+        } else {
+            maxDevices = Config.defaultMaxDevices
         }
     }
 

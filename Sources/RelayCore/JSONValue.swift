@@ -114,20 +114,36 @@ extension JSONValue {
     }
 
     static func encodeString(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
+        // Most strings need no escape: copy them whole (U+2028/2029 start with E2 80 A8/A9; E2 sends the slow way).
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0xE2 }) {
+            out += "\""
+            out += s
+            out += "\""
+            return
         }
-        out += "\""
+        // Byte by byte: every byte that needs an escape is ASCII, except U+2028/2029 (E2 80 A8/A9).
+        let utf8 = Array(s.utf8)
+        var bytes: [UInt8] = [0x22]
+        bytes.reserveCapacity(utf8.count + 16)
+        let hex = Array("0123456789abcdef".utf8)
+        var i = 0
+        while i < utf8.count {
+            let byte = utf8[i]
+            switch byte {
+            case 0x22: bytes += [0x5C, 0x22]
+            case 0x5C: bytes += [0x5C, 0x5C]
+            case 0x0A: bytes += [0x5C, 0x6E]
+            case 0x0D: bytes += [0x5C, 0x72]
+            case 0x09: bytes += [0x5C, 0x74]
+            case 0..<0x20: bytes += [0x5C, 0x75, 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+            case 0xE2 where i + 2 < utf8.count && utf8[i + 1] == 0x80 && (utf8[i + 2] == 0xA8 || utf8[i + 2] == 0xA9):
+                bytes += [0x5C, 0x75, 0x32, 0x30, 0x32, utf8[i + 2] == 0xA8 ? 0x38 : 0x39]
+                i += 2
+            default: bytes.append(byte)
+            }
+            i += 1
+        }
+        bytes.append(0x22)
+        out += String(decoding: bytes, as: UTF8.self)
     }
 }

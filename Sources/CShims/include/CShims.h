@@ -27,4 +27,7 @@ int CShims_SSL_set_sni(SSL *ssl, const char *name);
 /* OPENSSL_free is a macro that adds __FILE__/__LINE__. */
 void CShims_OPENSSL_free(void *p);
 
+/* prctl is variadic, which the importer drops. Returns prctl(PR_SET_DUMPABLE, 0)'s result. */
+int CShims_prctl_set_not_dumpable(void);
+
 #endif

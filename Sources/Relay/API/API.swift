@@ -5,6 +5,8 @@ import RelayCore
 struct API: Sendable {
     let relay: Relay
     let authorizer: Authorizer
+    /// `MAX_DEVICES`: registering a new device beyond it is a 409.
+    var maxDevices: Int = Config.defaultMaxDevices
 
     func handle(_ request: APIRequest) async -> APIResponse {
         let started = Clock.monotonic()
@@ -26,6 +28,13 @@ struct API: Sendable {
                     : "the Prefect server refused this credential").response
             case .unavailable(let why):
                 return APIError.unavailable(why).response
+            case .malformed(let why):
+                return APIError.badRequest(why).response
+            case .busy:
+                var response = APIError(status: 429, message: "too many credential checks under way; retry in a moment")
+                    .response
+                response.headers.append(("retry-after", "1"))
+                return response
             }
         }
         switch request.route {
@@ -41,7 +50,7 @@ struct API: Sendable {
             }
             switch Validation.registration(body) {
             case .failure(let error): return error.response
-            case .success(let registration): return await relay.register(registration)
+            case .success(let registration): return await relay.register(registration, maxDevices: maxDevices)
             }
         case .unregisterDevice(let id):
             return await relay.unregister(id: id)

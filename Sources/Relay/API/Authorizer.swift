@@ -3,16 +3,31 @@ import Glibc
 import RelayCore
 
 /// Decides whether a caller may use the API by asking Prefect (DESIGN.md §3): the caller's Authorization header
-/// is forwarded to `POST /flows/count`; 2xx admits, 401/403 refuses, and both answers are cached five minutes
-/// under a SHA-256 of the header. Prefect unreachable (or answering oddly) is a 503 and is never cached.
+/// is forwarded to `POST /flows/count`; 2xx admits, 401/403 refuses. Prefect unreachable (or answering oddly) is a
+/// 503 and is never cached. Hardened against callers who aren't admitted (issue 11):
+///
+/// - a malformed header (control or non-ASCII characters, over 4 KiB, no scheme) is a 400 without asking Prefect;
+/// - one check per credential at a time: concurrent requests with the same header wait for the same answer;
+/// - at most `maxConcurrentChecks` different credentials are checked at once; beyond that, 429;
+/// - admissions are cached five minutes; refusals for `refusalLifetime` in a separate cache, so a flood of junk
+///   credentials only evicts other junk, never an admitted caller. Both are keyed by a SHA-256 of the header.
 actor Authorizer {
     enum Verdict: Equatable {
         case admitted
         case refused
         case unavailable(String)
+        /// The header itself is wrong (400): Prefect was not asked.
+        case malformed(String)
+        /// Too many different credentials are being checked right now (429).
+        case busy
     }
 
-    private var cache = AuthCache()
+    static let maxConcurrentChecks = 16
+    static let refusalLifetime: Double = 60
+
+    private var admittedCache = AuthCache(capacity: 1024)
+    private var refusedCache = AuthCache(capacity: 4096, lifetime: Authorizer.refusalLifetime)
+    private var inFlight: [String: Task<Result<Int, HTTPFailure>, Never>] = [:]
     private let check: @Sendable (String?) async -> Result<Int, HTTPFailure>
     private let now: @Sendable () -> Double
 
@@ -23,21 +38,39 @@ actor Authorizer {
     }
 
     func verdict(for authorization: String?) async -> Verdict {
+        if let authorization, let problem = CredentialShape.problem(authorization) { return .malformed(problem) }
         let key = Authorizer.hash(authorization ?? "")
-        if let admitted = cache.lookup(key, now: now()) { return admitted ? .admitted : .refused }
-        switch await check(authorization) {
+        if admittedCache.lookup(key, now: now()) != nil { return .admitted }
+        if refusedCache.lookup(key, now: now()) != nil { return .refused }
+
+        let task: Task<Result<Int, HTTPFailure>, Never>
+        if let running = inFlight[key] {
+            task = running
+        } else {
+            guard inFlight.count < Authorizer.maxConcurrentChecks else { return .busy }
+            let check = self.check
+            task = Task { await check(authorization) }
+            inFlight[key] = task
+        }
+        let result = await task.value
+        if inFlight[key] == task { inFlight[key] = nil }
+
+        switch result {
         case .failure(let failure):
             return .unavailable("the Prefect server could not be reached to check the credential (\(failure.reason))")
         case .success(let status) where (200..<300).contains(status):
-            cache.store(key, admitted: true, now: now())
+            admittedCache.store(key, admitted: true, now: now())
             return .admitted
         case .success(let status) where status == 401 || status == 403:
-            cache.store(key, admitted: false, now: now())
+            refusedCache.store(key, admitted: false, now: now())
             return .refused
         case .success(let status):
             return .unavailable("the Prefect server answered \(status) to the credential check; check PREFECT_API_URL")
         }
     }
+
+    /// Checks under way (for tests).
+    var checksInFlight: Int { inFlight.count }
 
     /// Hex SHA-256, so the cache never holds a credential.
     static func hash(_ text: String) -> String {

@@ -110,8 +110,14 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         phase = .connecting
         closeNote = nil
         var created: OpaquePointer?
-        info.pwsi = withUnsafeMutablePointer(to: &created) { $0 }
-        if lws_client_connect_via_info(&info) == nil {
+        // lws writes the new wsi through `pwsi` during this call only (connect.c@v4.1.6): the pointer stays inside
+        // the closure that makes it valid.
+        let connected = withUnsafeMutablePointer(to: &created) { slot -> OpaquePointer? in
+            info.pwsi = slot
+            defer { info.pwsi = nil }
+            return lws_client_connect_via_info(&info)
+        }
+        if connected == nil {
             // lws reports CLIENT_CONNECTION_ERROR itself when it got that far; otherwise retry from here.
             if created == nil && phase == .connecting { disconnected("could not start the connection") }
         } else {

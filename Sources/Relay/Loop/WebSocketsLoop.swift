@@ -1,4 +1,5 @@
 import CShims
+import COpenSSL
 import CWebSockets
 import Glibc
 import RelayCore
@@ -11,8 +12,9 @@ protocol LWSHandler: AnyObject {
     func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32
 }
 
-/// Owns the one `lws_context` (one vhost: the HTTP API server plus the REST and events clients) and the thread
-/// that services it (DESIGN.md §1: lws is single-threaded). From any other thread only `perform(_:)` and
+/// Owns one `lws_context` and the thread that services it: the relay runs two, one for its own Prefect
+/// connections (REST client and events socket, no listener) and one for the HTTP API server (a raw listener), so
+/// clients of the API can never starve the relay's own connections of service time or lws resources (DESIGN.md §1: lws is single-threaded). From any other thread only `perform(_:)` and
 /// `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
 /// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
@@ -25,11 +27,16 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// Whether any client connection uses TLS (an https Prefect). Without it lws sets up no OpenSSL client
         /// context, which would parse the system's whole CA bundle at start-up (~1 MB of heap, tens of ms).
         var clientTLS = true
+        /// The listener hands every accepted socket, raw, to the first handler (the HTTP API frames HTTP itself):
+        /// no lws HTTP parsing, header-table pool or WebSocket upgrade on that port.
+        var rawListener = false
     }
 
     private var context: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolCount: Int
+    /// lws keeps this pointer in the vhost and reads it at each accept: owned here, freed after the context.
+    private let acceptRole: UnsafeMutablePointer<CChar> = strdup("raw-skt")
     private let handlers: [LWSHandler]
     private let commands = Mutex<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
@@ -52,6 +59,13 @@ final class WebSocketsLoop: @unchecked Sendable {
             protocols[index].user = Unmanaged.passUnretained(handler as AnyObject).toOpaque()
         }
 
+        if let caFile = settings.clientCAFile {
+            // lws only logs a CA file it can't load and then fails every TLS connection; say so at start-up.
+            if let problem = WebSocketsLoop.pemProblem(caFile) {
+                // Every stored property is set: deinit frees the protocols (as for a failed context below).
+                throw StartupError("PREFECT_CA_FILE", "\(problem); point it at a readable PEM file, or unset it")
+            }
+        }
         WebSocketsLoop.routeLibraryLogs()
         var info = lws_context_creation_info()
         info.port = Int32(settings.port)
@@ -67,6 +81,13 @@ final class WebSocketsLoop: @unchecked Sendable {
         let caCopy = settings.clientCAFile.map { strdup($0) }
         defer { caCopy.map { free($0) } }
         if let caCopy { info.client_ssl_ca_filepath = UnsafePointer(caCopy) }
+        if settings.rawListener && settings.port >= 0 {
+            info.options |= UInt64(LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG)
+            info.listen_accept_role = UnsafePointer(acceptRole)
+            info.listen_accept_protocol = protocols[0].name
+            // Liveness of API connections is the handler's own (header and body deadlines).
+            info.timeout_secs = 5
+        }
         let created: OpaquePointer? = lws_create_context(&info)
         guard let created else {
             // Every stored property is set by now, so deinit runs for this failed init and frees the protocols;
@@ -85,6 +106,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         stop()
         if let context { lws_context_destroy(context) }
         WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
+        free(acceptRole)
     }
 
     /// Starts the service thread.
@@ -141,6 +163,21 @@ final class WebSocketsLoop: @unchecked Sendable {
         for index in 0..<count { free(UnsafeMutableRawPointer(mutating: protocols[index].name)) }
         protocols.deinitialize(count: count + 1)
         protocols.deallocate()
+    }
+
+    /// Why `path` is not a usable CA file (unreadable, or no PEM certificate in it), or nil when it is.
+    static func pemProblem(_ path: String) -> String? {
+        guard let bio = BIO_new_file(path, "r") else {
+            ERR_clear_error()
+            return "\(path) can't be read (\(String(cString: strerror(errno))))"
+        }
+        defer { BIO_free(bio) }
+        guard let certificate = PEM_read_bio_X509(bio, nil, nil, nil) else {
+            ERR_clear_error()
+            return "\(path) holds no PEM certificate"
+        }
+        X509_free(certificate)
+        return nil
     }
 
     /// lws's own errors and warnings go through `Log`, one line each.

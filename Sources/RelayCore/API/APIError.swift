@@ -48,3 +48,10 @@ public struct APIResponse: Sendable {
 
     public static let noContent = APIResponse(status: 204, json: nil)
 }
+
+extension APIResponse: Equatable {
+    public static func == (a: APIResponse, b: APIResponse) -> Bool {
+        a.status == b.status && a.body == b.body && a.contentType == b.contentType
+            && a.headers.map(\.0) == b.headers.map(\.0) && a.headers.map(\.1) == b.headers.map(\.1)
+    }
+}

@@ -37,26 +37,33 @@ public struct Router: Sendable {
     public init(basePath: String) { self.basePath = basePath }
 
     /// The route for `method` and `rawPath` (query string allowed), or the API error to answer with
-    /// (404 for an unknown path, 405 for a known path with the wrong method).
+    /// (404 for an unknown path, 405 for a known path with the wrong method, 400 for a malformed escape).
+    ///
+    /// The path is matched as sent, never normalised: the base path and the fixed segments compare raw, and only
+    /// an id segment is percent-decoded, once (`%2525` is the id `%25`). So a trailing slash, an empty segment, a
+    /// dot segment (`.`, `..`, `%2e`) or an encoded slash can't reach another device: they are 404, or name an id
+    /// that isn't the one they spell around (`x%2Fy` is the id `x/y`, never two segments).
     public func route(method: String, rawPath: String) -> Result<Route, APIError> {
         var path = Substring(rawPath)
         if let query = path.firstIndex(of: "?") { path = path[..<query] }
-        guard path.hasPrefix(basePath) else { return .failure(.notFound("no such route: \(clip(path))")) }
+        guard path.hasPrefix(basePath) else { return .failure(notFound(path)) }
         path = path.dropFirst(basePath.count)
-        guard path.hasPrefix("/") else { return .failure(.notFound("no such route: \(clip(rawPath))")) }
-        let rawSegments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
-        var segments: [String] = []
-        for raw in rawSegments {
-            guard let decoded = percentDecode(raw) else {
-                return .failure(.badRequest("the path has a malformed %-escape"))
-            }
-            segments.append(decoded)
-        }
-        if segments.last == "" && segments.count > 1 { segments.removeLast() }  // tolerate one trailing slash
+        guard path.hasPrefix("/") else { return .failure(notFound(rawPath)) }
+        let segments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        // Empty segments ("//", a trailing "/") and dot segments are never a route.
+        if segments.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) { return .failure(notFound(rawPath)) }
 
         func only(_ allowed: String, _ route: Route) -> Result<Route, APIError> {
             method == allowed || (allowed == "GET" && method == "HEAD")
                 ? .success(route) : .failure(.methodNotAllowed(method: method, allowed: allowed))
+        }
+        func id(_ raw: Substring, _ field: String) -> Result<String, APIError> {
+            guard let decoded = percentDecode(raw) else {
+                return .failure(.badRequest("the path has a malformed %-escape or is not UTF-8"))
+            }
+            if decoded == "." || decoded == ".." { return .failure(notFound(rawPath)) }
+            guard let valid = Validation.identifier(decoded) else { return .failure(.badRequest(Validation.idRule(field))) }
+            return .success(valid)
         }
 
         switch segments.count {
@@ -64,28 +71,26 @@ public struct Router: Sendable {
         case 1 where segments[0] == "metrics": return only("GET", .metrics)
         case 1 where segments[0] == "devices": return only("POST", .registerDevice)
         case 2 where segments[0] == "devices":
-            guard let id = Validation.identifier(segments[1]) else { return .failure(.badRequest(Validation.idRule("id"))) }
-            return only("DELETE", .unregisterDevice(id: id))
+            return id(segments[1], "id").flatMap { only("DELETE", .unregisterDevice(id: $0)) }
         case 3 where segments[0] == "devices" && segments[2] == "test":
-            guard let id = Validation.identifier(segments[1]) else { return .failure(.badRequest(Validation.idRule("id"))) }
-            return only("POST", .testPush(deviceID: id))
+            return id(segments[1], "id").flatMap { only("POST", .testPush(deviceID: $0)) }
         case 4 where segments[0] == "devices" && segments[2] == "activities":
-            guard let id = Validation.identifier(segments[1]) else { return .failure(.badRequest(Validation.idRule("id"))) }
-            guard let run = Validation.identifier(segments[3]) else {
-                return .failure(.badRequest(Validation.idRule("run_id")))
+            return id(segments[1], "id").flatMap { device in
+                id(segments[3], "run_id").flatMap { only("PUT", .putActivity(deviceID: device, runID: $0)) }
             }
-            return only("PUT", .putActivity(deviceID: id, runID: run))
         default:
-            return .failure(.notFound("no such route: \(clip(rawPath))"))
+            return .failure(notFound(rawPath))
         }
     }
+
+    private func notFound(_ path: some StringProtocol) -> APIError { .notFound("no such route: \(clip(path))") }
 
     private func clip(_ s: some StringProtocol) -> String {
         let printable = s.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }
         return String(String.UnicodeScalarView(printable.prefix(100)))
     }
 
-    /// Percent-decodes one path segment; nil when an escape is malformed or the bytes aren't UTF-8.
+    /// Percent-decodes one path segment, once; nil when an escape is malformed or the bytes aren't UTF-8.
     func percentDecode(_ segment: Substring) -> String? {
         guard segment.contains("%") else { return String(segment) }
         var bytes: [UInt8] = []

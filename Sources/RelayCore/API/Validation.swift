@@ -2,14 +2,27 @@
 public enum Validation {
     public static let maxBody = 64 * 1024
 
-    static func idRule(_ field: String) -> String { "\(field) must be 1-200 printable characters" }
+    static func idRule(_ field: String) -> String { "\(field) must be 1-200 printable characters (no control, format, private-use or unassigned characters)" }
 
-    /// 1–200 printable characters (no control characters).
+    /// 1–200 printable characters. Refused: control (Cc), format (Cf: zero-width space, bidi overrides, …),
+    /// surrogate (Cs), private-use (Co), unassigned (Cn, which includes the noncharacters U+FFFE and U+FFFF),
+    /// line and paragraph separators (Zl, Zp). An id is shown in logs and kept in the store: nothing in it may
+    /// hide, reorder or break a line.
     public static func identifier(_ s: String) -> String? {
         let count = s.unicodeScalars.count
         guard count >= 1, count <= 200 else { return nil }
-        guard s.unicodeScalars.allSatisfy({ $0.value >= 0x20 && !(0x7f...0x9f).contains($0.value) }) else { return nil }
+        guard s.unicodeScalars.allSatisfy(isPrintable) else { return nil }
         return s
+    }
+
+    /// Whether one scalar may appear in an id (see `identifier`).
+    static func isPrintable(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .surrogate, .privateUse, .unassigned, .lineSeparator, .paragraphSeparator:
+            return false
+        default:
+            return !scalar.properties.isNoncharacterCodePoint
+        }
     }
 
     /// Hex string of even length, 16–400 characters; stored lowercased as APNs expects.

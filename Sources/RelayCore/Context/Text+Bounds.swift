@@ -14,6 +14,46 @@ extension String {
         return String(self[..<end])
     }
 
+    /// The most UTF-8 bytes one grapheme keeps in a pushed text. A family emoji with skin tones is 41 bytes, a
+    /// tag-sequence flag 28; beyond this a cluster is only stacked marks or joiners, shown as noise anyway.
+    public static let maxGraphemeBytes = 64
+
+    /// Every grapheme cluster over `maxBytes` replaced by its longest prefix of whole scalars within `maxBytes`
+    /// (with no trailing joiner), so `e` + 2,000 combining accents becomes `e` + a few. Text whose clusters are all
+    /// within the bound is returned as is.
+    public func boundingGraphemes(maxBytes: Int = String.maxGraphemeBytes) -> String {
+        guard contains(where: { $0.utf8.count > maxBytes }) else { return self }
+        var out = ""
+        for character in self {
+            if character.utf8.count <= maxBytes {
+                out.append(character)
+                continue
+            }
+            var kept = String.UnicodeScalarView()
+            var bytes = 0
+            for scalar in character.unicodeScalars {
+                let size = UTF8.width(scalar)
+                if bytes + size > maxBytes { break }
+                kept.append(scalar)
+                bytes += size
+            }
+            while let last = kept.last, last.value == 0x200D || last.properties.generalCategory == .format {
+                kept.removeLast()
+            }
+            out.unicodeScalars.append(contentsOf: kept)
+        }
+        return out
+    }
+
+    /// The longest prefix of whole scalars within `limit` UTF-8 bytes (may end inside a grapheme cluster: for a
+    /// bound before finer cutting, not for display).
+    public func prefixScalars(utf8Bytes limit: Int) -> String {
+        guard utf8.count > limit else { return self }
+        var end = utf8.index(utf8.startIndex, offsetBy: limit)
+        while end > utf8.startIndex && UTF8.isContinuation(utf8[end]) { end = utf8.index(before: end) }
+        return String(self[..<end])
+    }
+
     /// At most `limit` characters; when cut, the last kept character is followed by "…" (within the limit).
     public func truncated(toCharacters limit: Int) -> String {
         guard limit > 0 else { return "" }

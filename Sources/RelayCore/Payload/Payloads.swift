@@ -1,7 +1,8 @@
 /// The four pushes about a waiting run, built from one `WaitingProps` (DESIGN.md §5, `docs/payloads.md`).
 ///
-/// Every payload fits in `PushMessage.maxBytes`: when it would not, the body is cut on a grapheme boundary and
-/// ends in "…" (then, only if that is not enough, the title). Ids, the server id and the url are never cut.
+/// Every payload fits in `PushMessage.maxBytes`: when it would not, the free-text fields (body, run and flow
+/// names, title, end state) are cut on grapheme boundaries and end in "…". Ids, the server id and the url are never
+/// cut.
 public enum Payloads {
     /// The Live Activity content state's `name`: the layout the app registered with expo-widgets.
     public static let activityName = "WaitingRun"
@@ -98,35 +99,121 @@ public enum Payloads {
 
     // MARK: - Fitting
 
-    /// Builds the payload; while it is over `PushMessage.maxBytes`, keeps the longest body (then title) prefix
-    /// that fits, found by bisection over whole characters.
+    /// The free-text fields, in the order they are cut when a payload is too big: the body first, then the names,
+    /// then the title, then the end state. The data (`runId`, `serverId`, `url`, the `body` object) is never cut.
+    /// The first pass cuts each field only down to its floor (UTF-8 bytes), so a long body can't push the names
+    /// out entirely; the second pass cuts down to nothing if it must.
+    static var cuttable: [(field: WritableKeyPath<WaitingProps, String>, floor: Int)] {
+        [(\.body, 240), (\.runName, 96), (\.flowName, 96), (\.title, 160)]
+    }
+
+    /// Builds the payload within `PushMessage.maxBytes`, whatever the texts are: each free-text field first has
+    /// every grapheme bounded (`String.boundingGraphemes`, so one `e` with 2,000 accents can't fill the payload),
+    /// then, while the payload is over the limit, fields are cut on grapheme boundaries, in `cuttable` order.
     static func fitted(_ props: WaitingProps, metadata: PushMessage.Metadata,
                        build: (WaitingProps) -> JSONValue) -> PushMessage {
         func size(_ candidate: WaitingProps) -> Int { build(candidate).encoded().utf8.count }
+        func fits(_ candidate: WaitingProps) -> Bool { size(candidate) <= PushMessage.maxBytes }
         var props = props
-        if size(props) <= PushMessage.maxBytes { return PushMessage(payload: build(props), metadata: metadata) }
-        props = shortened(props, \.body, fits: { size($0) <= PushMessage.maxBytes })
-        if size(props) > PushMessage.maxBytes {
-            props = shortened(props, \.title, fits: { size($0) <= PushMessage.maxBytes })
+        for (field, _) in cuttable {
+            // No field can bring more than the whole limit; cut on a scalar boundary first so the grapheme work
+            // below is bounded (the fitting then cuts on a grapheme boundary well before this point).
+            props[keyPath: field] = props[keyPath: field].prefixScalars(utf8Bytes: PushMessage.maxBytes)
+                .boundingGraphemes()
+        }
+        props.ended = props.ended?.prefixScalars(utf8Bytes: 256).boundingGraphemes()
+        if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
+        for pass in 0..<2 {
+            for (field, floor) in cuttable {
+                props = shortened(props, field, floorBytes: pass == 0 ? floor : 0, size: size)
+                if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
+            }
+        }
+        // Only the end state is left; then the data alone must fit (ids and url are bounded well below the limit).
+        if let ended = props.ended {
+            props.ended = ended.prefix(utf8Bytes: 64)
+            if !fits(props) { props.ended = "Ended" }
         }
         return PushMessage(payload: build(props), metadata: metadata)
     }
 
-    /// `props` with `field` cut to the longest `prefix + "…"` for which `fits` holds (empty if none does).
-    static func shortened(_ props: WaitingProps, _ field: WritableKeyPath<WaitingProps, String>,
-                          fits: (WaitingProps) -> Bool) -> WaitingProps {
-        let characters = Array(props[keyPath: field])
-        func candidate(_ count: Int) -> WaitingProps {
+    /// `props` with `field` cut to the longest `prefix + "…"` that fits, but never below the longest prefix within
+    /// `floorBytes` (which is kept even when it does not fit: the next field is cut then).
+    ///
+    /// A field adds the same bytes for each of its characters wherever it appears: its escaped width once per
+    /// plain occurrence (`n1`) and its twice-escaped width once per occurrence inside the props string (`n2`).
+    /// Three probes give `n1`, `n2` and the rest of the payload, so the longest fitting prefix comes from running
+    /// sums, checked with one real encoding; a bisection with real encodings covers anything the model misses.
+    static func shortened(_ props: WaitingProps, _ field: WritableKeyPath<WaitingProps, String>, floorBytes: Int,
+                          size: (WaitingProps) -> Int) -> WaitingProps {
+        let text = props[keyPath: field]
+        if text.utf8.count <= floorBytes { return props }
+        var ends: [String.Index] = [text.startIndex]  // ends[k]: end of the first k characters
+        var bytes: [Int] = [0], plain: [Int] = [0], nested: [Int] = [0]
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(after: index)
+            var b = 0, w1 = 0, w2 = 0
+            for scalar in text.unicodeScalars[index..<next] {
+                let widths = escapedWidths(scalar)
+                b += UTF8.width(scalar)
+                w1 += widths.plain
+                w2 += widths.nested
+            }
+            ends.append(next)
+            bytes.append(bytes.last! + b)
+            plain.append(plain.last! + w1)
+            nested.append(nested.last! + w2)
+            index = next
+        }
+        let count = ends.count - 1
+        func candidate(_ k: Int) -> WaitingProps {
             var copy = props
-            copy[keyPath: field] = count == 0 ? "" : String(characters[0..<count]).trimmingSpaces() + "…"
+            copy[keyPath: field] = k == 0 ? "" : String(text[..<ends[k]]).trimmingSpaces() + "…"
             return copy
         }
-        var low = 0  // fits (an empty field is the last resort)
-        var high = characters.count - 1  // the largest cut worth trying
+        func with(_ value: String) -> WaitingProps {
+            var copy = props
+            copy[keyPath: field] = value
+            return copy
+        }
+        var floor = 0
+        while floor < count && bytes[floor + 1] + 3 <= floorBytes { floor += 1 }
+        if floor >= count - 1 { return candidate(floor) }
+
+        let limit = PushMessage.maxBytes
+        let p1 = size(with("a")), p2 = size(with("aa")), p3 = size(with("a\""))
+        let n2 = ((p3 - p1) - 2 * (p2 - p1)) / 2
+        let n1 = (p2 - p1) - n2
+        let base = p1 - n1 - n2
+        var high = count - 1  // the largest cut worth trying
+        if n1 >= 0 && n2 >= 0 && n1 + n2 > 0 {
+            // The model: base + n1 * plain + n2 * nested, plus the ellipsis (3 bytes, never escaped).
+            func modelled(_ k: Int) -> Int { base + n1 * (plain[k] + 3) + n2 * (nested[k] + 3) }
+            var k = count - 1
+            while k > floor && modelled(k) > limit { k -= 1 }
+            let guess = candidate(k)
+            if size(guess) <= limit { return guess }
+            high = k - 1
+        }
+        var low = floor  // kept whether or not it fits
         while low < high {
             let middle = (low + high + 1) / 2
-            if fits(candidate(middle)) { low = middle } else { high = middle - 1 }
+            if size(candidate(middle)) <= limit { low = middle } else { high = middle - 1 }
         }
         return candidate(low)
+    }
+
+    /// The bytes one scalar takes in a JSON string (`JSONValue.encodeString`), and inside a JSON string that is
+    /// itself in a JSON string (the Live Activity props).
+    static func escapedWidths(_ scalar: Unicode.Scalar) -> (plain: Int, nested: Int) {
+        switch scalar {
+        case "\"", "\\": return (2, 4)
+        case "\n", "\r", "\t": return (2, 3)
+        case _ where scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029: return (6, 7)
+        default:
+            let width = UTF8.width(scalar)
+            return (width, width)
+        }
     }
 }

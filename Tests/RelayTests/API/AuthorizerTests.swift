@@ -66,4 +66,90 @@ import Testing
         #expect(cache.lookup("k9", now: 10) == true)
         #expect(cache.lookup("k0", now: 10) == nil)
     }
+
+    // MARK: - Hardening (issue 11)
+
+    /// A check that waits until released, counting calls.
+    final class Gate: Sendable {
+        let calls = Mutex<Int>(0)
+        let open = Atomic<Bool>(false)
+    }
+
+    func gated(_ gate: Gate, status: Int = 401) -> Authorizer {
+        Authorizer(check: { _ in
+            gate.calls.withLock { $0 += 1 }
+            while !gate.open.load(ordering: .acquiring) { try? await Task.sleep(for: .milliseconds(5)) }
+            return .success(status)
+        })
+    }
+
+    @Test func oneCheckPerCredentialAtATime() async {
+        let gate = Gate()
+        let auth = gated(gate, status: 200)
+        await withTaskGroup(of: Authorizer.Verdict.self) { group in
+            for _ in 0..<50 { group.addTask { await auth.verdict(for: "Basic same") } }
+            try? await Task.sleep(for: .milliseconds(100))
+            gate.open.store(true, ordering: .releasing)
+            for await verdict in group { #expect(verdict == .admitted) }
+        }
+        #expect(gate.calls.withLock { $0 } == 1)
+        #expect(await auth.checksInFlight == 0)
+    }
+
+    @Test func concurrentChecksAreCapped() async {
+        let gate = Gate()
+        let auth = gated(gate)
+        let verdicts = await withTaskGroup(of: Authorizer.Verdict.self, returning: [Authorizer.Verdict].self) { group in
+            for i in 0..<100 { group.addTask { await auth.verdict(for: "Basic junk\(i)") } }
+            try? await Task.sleep(for: .milliseconds(200))
+            gate.open.store(true, ordering: .releasing)
+            var all: [Authorizer.Verdict] = []
+            for await verdict in group { all.append(verdict) }
+            return all
+        }
+        #expect(gate.calls.withLock { $0 } == Authorizer.maxConcurrentChecks)
+        #expect(verdicts.filter { $0 == .busy }.count == 100 - Authorizer.maxConcurrentChecks)
+        #expect(verdicts.filter { $0 == .refused }.count == Authorizer.maxConcurrentChecks)
+    }
+
+    @Test(arguments: ["Basic a\u{1}b", "Basic \r\nX-Evil: 1", "Basic é", String(repeating: "A", count: 5000), "",
+                      " Basic x", "Bas(ic x", "Basic \u{7F}"])
+    func malformedNeverReachesPrefect(_ header: String) async {
+        let script = Script()
+        let auth = authorizer(script)
+        guard case .malformed = await auth.verdict(for: header) else { Issue.record("\(header.prefix(20))"); return }
+        #expect(script.seen.withLock { $0.isEmpty })
+    }
+
+    @Test func refusalsAreRememberedBriefly() async {
+        let script = Script()
+        script.answers.withLock { $0 = [.success(401), .success(401)] }
+        let auth = authorizer(script)
+        #expect(await auth.verdict(for: "Basic bad") == .refused)
+        script.clock.withLock { $0 += Authorizer.refusalLifetime - 1 }
+        #expect(await auth.verdict(for: "Basic bad") == .refused)
+        #expect(script.seen.withLock { $0.count } == 1)
+        script.clock.withLock { $0 += 2 }
+        #expect(await auth.verdict(for: "Basic bad") == .refused)
+        #expect(script.seen.withLock { $0.count } == 2)
+    }
+
+    /// 5,000 refused junk credentials can't push an admitted one out of the cache.
+    @Test func junkCannotEvictAGoodEntry() async {
+        let script = Script()
+        script.answers.withLock { $0 = [.success(200)] + Array(repeating: .success(401), count: 5000) }
+        let auth = authorizer(script)
+        #expect(await auth.verdict(for: "Basic good") == .admitted)
+        for i in 0..<5000 { _ = await auth.verdict(for: "Basic junk\(i)") }
+        #expect(await auth.verdict(for: "Basic good") == .admitted)
+        #expect(script.seen.withLock { $0.count } == 5001)
+    }
+
+    @Test func credentialShape() {
+        #expect(CredentialShape.problem("Basic YWRtaW46cGFzcw==") == nil)
+        #expect(CredentialShape.problem("Bearer abc.def-ghi") == nil)
+        #expect(CredentialShape.problem("x") == nil)
+        #expect(CredentialShape.problem("Basic \u{0}") != nil)
+        #expect(CredentialShape.problem(String(repeating: "a", count: 4097)) != nil)
+    }
 }

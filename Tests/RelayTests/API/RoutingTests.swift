@@ -10,9 +10,13 @@ import Testing
         ("GET", "/push/health?x=1", Route.health),
         ("GET", "/push/metrics", Route.metrics),
         ("POST", "/push/devices", Route.registerDevice),
-        ("POST", "/push/devices/", Route.registerDevice),
         ("DELETE", "/push/devices/phone-1", Route.unregisterDevice(id: "phone-1")),
         ("DELETE", "/push/devices/a%20b", Route.unregisterDevice(id: "a b")),
+        ("DELETE", "/push/devices/100%25", Route.unregisterDevice(id: "100%")),
+        ("DELETE", "/push/devices/%2525", Route.unregisterDevice(id: "%25")),  // decoded once
+        ("DELETE", "/push/devices/x%2Fy", Route.unregisterDevice(id: "x/y")),  // an encoded slash is data
+        ("DELETE", "/push/devices/%2e%2e.", Route.unregisterDevice(id: "...")),
+        ("DELETE", "/push/devices/caf%C3%A9", Route.unregisterDevice(id: "café")),
         ("PUT", "/push/devices/p/activities/run-9", Route.putActivity(deviceID: "p", runID: "run-9")),
         ("POST", "/push/devices/p/test", Route.testPush(deviceID: "p")),
     ])
@@ -35,6 +39,42 @@ import Testing
         if status == 405 { #expect(error.allow != nil) }
     }
 
+    /// Path tricks that once reached another device (issue 11): each is 404 or names a different id, never `p`.
+    @Test(arguments: [
+        ("DELETE", "/push/devices/p/"), ("DELETE", "/push/devices/x/../p"), ("DELETE", "/push/devices/%2e/p"),
+        ("DELETE", "/push/devices/./p"), ("DELETE", "/push/devices//p"), ("POST", "/push/devices/p//test"),
+        ("POST", "/push/devices/p/test/"), ("POST", "/push//devices"), ("POST", "/push/devices/"),
+        ("DELETE", "/push/devices/%2e"), ("DELETE", "/push/devices/%2E%2E"), ("DELETE", "/push/devices/.."),
+        ("GET", "/push/health/"), ("GET", "/push/./health"), ("GET", "/push/he%61lth"), ("GET", "/push%2Fhealth"),
+        ("GET", "//push/health"), ("PUT", "/push/devices/p/activities/r/"), ("PUT", "/push/devices/p/activities//r"),
+    ])
+    func pathTricksAre404(_ method: String, _ path: String) {
+        guard case .failure(let error) = router.route(method: method, rawPath: path) else {
+            Issue.record("\(method) \(path) should be 404")
+            return
+        }
+        #expect(error.status == 404)
+    }
+
+    @Test(arguments: ["/push/devices/p%2F", "/push/devices/p%2f", "/push/devices/%2Fp", "/push/devices/p%2F..%2Fq"])
+    func encodedSlashNeverSplits(_ path: String) throws {
+        let route = try router.route(method: "DELETE", rawPath: path).get()
+        #expect(route != .unregisterDevice(id: "p"))
+        guard case .unregisterDevice(let id) = route else { Issue.record("\(route)"); return }
+        #expect(id.contains("/"))
+    }
+
+    /// Ids that are not printable, in the path: 400, never stored or looked up.
+    @Test(arguments: ["%E2%80%AE", "a%E2%80%8Bb", "%EF%BF%BF", "%EF%BF%BE", "%E2%80%A8", "%E2%80%A9", "%EE%80%80",
+                      "%7F", "%C2%85", "%0A", "%00", "%ED%A0%80", "%FF", "%C0%AF"])
+    func unprintableIDsInPath(_ escaped: String) {
+        guard case .failure(let error) = router.route(method: "DELETE", rawPath: "/push/devices/\(escaped)") else {
+            Issue.record("\(escaped) should be refused")
+            return
+        }
+        #expect(error.status == 400)
+    }
+
     @Test func emptyBasePath() throws {
         #expect(try Router(basePath: "").route(method: "GET", rawPath: "/health").get() == .health)
     }
@@ -44,6 +84,28 @@ import Testing
         #expect(throws: APIError.self) { try router.route(method: "DELETE", rawPath: "/push/devices/\(long)").get() }
         #expect(try router.route(method: "DELETE", rawPath: "/push/devices/\(long.dropLast())").get()
             == .unregisterDevice(id: String(long.dropLast())))
+    }
+}
+
+/// A one-scalar string built at run time (the compiler refuses some noncharacters in literals).
+private func scalar(_ value: UInt32) -> String { String(Character(Unicode.Scalar(value)!)) }
+
+@Suite struct IdentifierTests {
+    @Test(arguments: [
+        "\u{202E}", "a\u{200B}b", "\u{FEFF}x", "\u{2066}", scalar(0xFFFF), scalar(0xFFFE), scalar(0xFDD0), scalar(0x10FFFF),
+        "\u{2028}", "\u{2029}", "\u{E000}", "\u{F0000}", "\u{0378}", "\u{0}", "\u{1B}[31m", "\u{7F}", "\u{85}", "👨‍👩‍👧",  // ZWJ is a format character
+        "x\ny", "tab\there", "\u{E0001}", "\u{00AD}",
+    ])
+    func refused(_ id: String) {
+        #expect(Validation.identifier(id) == nil)
+        let body: JSONValue = ["id": .string(id), "token": .string(String(repeating: "ab", count: 32)),
+                               "environment": "production", "server_id": "srv"]
+        #expect(throws: APIError.self) { try Validation.registration(body).get() }
+    }
+
+    @Test(arguments: ["phone-1", "a b", "café", "👩🏽", "日本語", "100%", "x/y", "e\u{301}", "ÅÄÖ", "\u{1F600}"])
+    func accepted(_ id: String) {
+        #expect(Validation.identifier(id) == id)
     }
 }
 

@@ -96,4 +96,13 @@ import Testing
             #expect(names.contains(name))
         }
     }
+
+    @Test func maxDevices() throws {
+        #expect(try config([:]).maxDevices == 10_000)
+        #expect(try config(["MAX_DEVICES": "25"]).maxDevices == 25)
+        for bad in ["0", "-1", "many", "20000000"] {
+            #expect(error(minimal.merging(["MAX_DEVICES": bad]) { $1 })?.variable == "MAX_DEVICES")
+        }
+        #expect(Config.variables.contains { $0.name == "MAX_DEVICES" })
+    }
 }

@@ -15,6 +15,11 @@ final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        // Sanitizer settings reach the relay too (`make test-asan` / `test-tsan` set them for the whole run).
+        var environment = environment
+        for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "SWIFT_BACKTRACE"] where environment[name] == nil {
+            if let value = getenv(name) { environment[name] = String(cString: value) }
+        }
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             argv.forEach { free($0) }

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""A battery of bad HTTP input against the relay's API (issue 11): random bytes, bad request lines, huge and many
+headers, invalid UTF-8, NULs, deep nesting, path tricks, malformed credentials and bodies at the 64 KiB boundary.
+
+Starts a local Prefect server (basic auth) and the relay, registers one device, sends --requests requests from
+--threads threads, then checks: the relay is alive, no answer is a 5xx, every answer is the relay's JSON, and the
+device table holds exactly the device registered (plus none of the battery's). Prints one JSON object.
+
+    .venv/bin/python tools/bad-input.py --relay .build/debug/prefect-push [--requests 20000] [--threads 16]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AUTH = "demo:demo"
+GOOD = "Basic ZGVtbzpkZW1v"
+TOKEN = "ab" * 32
+KEEP = "keep-me"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def exchange(port, data, timeout=8.0):
+    """Sends data; returns the raw answer (b"" when the relay closed without one)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # the relay may answer (431, 413) and close before taking it all
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+            m = re.search(rb"\r\n\r\n", out)
+            if m:
+                length = re.search(rb"(?i)content-length: *(\d+)", out[:m.start()])
+                if length and len(out) - m.end() >= int(length.group(1)):
+                    break
+                if out.startswith(b"HTTP/1.1 204") or out.startswith(b"HTTP/1.1 100"):
+                    if out.startswith(b"HTTP/1.1 204"):
+                        break
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    return out
+
+
+def request(method, path, headers=None, body=b"", auth=True):
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n".encode("latin-1", "replace")
+    if auth:
+        head += f"Authorization: {GOOD}\r\n".encode()
+    for name, value in (headers or {}).items():
+        head += name + b": " + value + b"\r\n"
+    if body:
+        if b"Content-Length" not in (headers or {}):
+            head += b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+        if b"Content-Type" not in (headers or {}):
+            head += b"Content-Type: application/json\r\n"
+    return head + b"\r\n" + body
+
+
+def battery(rng):
+    """One bad request, as bytes, and its kind."""
+    kind = rng.randrange(14)
+    junk = lambda n: bytes(rng.randrange(256) for _ in range(n))
+    if kind == 0:
+        return "random-bytes", junk(rng.randrange(1, 2000)) + b"\r\n\r\n"
+    if kind == 1:
+        method = rng.choice([b"GET", b"get", b"BREW", b"G\x00T", b"", b"POST /x", b"\xff\xfe", b"PRI"])
+        version = rng.choice([b"HTTP/1.1", b"HTTP/9.9", b"HTTP/2.0", b"HTTP/1", b"HTTP/1.1x", b"", b"\x00"])
+        return "request-line", method + b" /push/health " + version + b"\r\n\r\n"
+    if kind == 2:
+        return "huge-header", request("GET", "/push/health", {b"X-Big": b"a" * rng.choice([8000, 16000, 65536, 100000])})
+    if kind == 3:
+        return "many-headers", request("GET", "/push/health", {b"X-%d" % i: b"v" for i in range(rng.choice([101, 500, 2000]))})
+    if kind == 4:
+        path = "/push/devices/" + rng.choice([f"{KEEP}/", f"x/../{KEEP}", f"%2e/{KEEP}", f"{KEEP}%2F", f"./{KEEP}",
+                                              f"/{KEEP}", f"{KEEP}//", f"%2E%2E/{KEEP}", f"{KEEP}%00", f"{KEEP}%"])
+        return "path-trick", request(rng.choice(["DELETE", "POST"]), path)
+    if kind == 5:
+        return "invalid-utf8-path", b"DELETE /push/devices/" + junk(20).replace(b" ", b"x").replace(b"\r", b"x").replace(b"\n", b"x") + b" HTTP/1.1\r\n\r\n"
+    if kind == 6:
+        return "nul-header", request("GET", "/push/health", {b"X-Nul": b"a\x00b"})
+    if kind == 7:
+        depth = rng.choice([100, 5000, 60000])
+        return "deep-nesting", request("POST", "/push/devices", body=b"[" * depth)
+    if kind == 8:
+        body = json.dumps({"id": "x" + "\u202e", "token": TOKEN, "environment": "production", "server_id": "s"}).encode()
+        body = rng.choice([body, body.replace(b"x", b"\xff"), b'{"id":"a\\u0000b","token":"' + TOKEN.encode() + b'"}',
+                           b'{"id":"\xed\xa0\x80"}', b"\x00" * 100, b'{"id":' + b'"' + b"a" * 300 + b'"}'])
+        return "bad-body", request("POST", "/push/devices", body=body)
+    if kind == 9:
+        size = rng.choice([65535, 65536, 65537, 70000])
+        body = (b'{"pad":"' + b"a" * size)[:size - 2] + b'"}'
+        return "64KiB-boundary", request("POST", "/push/devices", body=body)
+    if kind == 10:
+        value = rng.choice([b"Basic a\x01b", b"Basic \xc3\xa9", b"A" * 9000, b"", b" Basic x", b"Basic \x7f"])
+        return "bad-authorization", request("DELETE", f"/push/devices/{KEEP}", {b"Authorization": value}, auth=False)
+    if kind == 11:
+        return "lying-length", request("POST", "/push/devices", {b"Content-Length": rng.choice([b"-1", b"abc", b"99999999999999999999", b"10, 12"])}, body=b"{}")
+    if kind == 12:
+        return "upgrade", request("GET", "/push/health", {b"Upgrade": b"websocket", b"Connection": b"Upgrade",
+                                                          b"Sec-WebSocket-Key": b"dGhlIHNhbXBsZSBub25jZQ==",
+                                                          b"Sec-WebSocket-Version": b"13"})
+    return "wrong-credential", request("DELETE", f"/push/devices/{KEEP}", {b"Authorization": b"Basic " + junk(12).hex().encode()}, auth=False)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--relay", default=os.path.join(ROOT, ".build/debug/prefect-push"))
+    parser.add_argument("--prefect", default=os.path.join(ROOT, ".venv/bin/prefect"))
+    parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="bad-input-")
+    procs = []
+    try:
+        prefect_port, relay_port = free_port(), free_port()
+        api = f"http://127.0.0.1:{prefect_port}/api"
+        env = dict(os.environ, PREFECT_HOME=work + "/prefect", PREFECT_SERVER_API_AUTH_STRING=AUTH,
+                   PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="false")
+        procs.append(subprocess.Popen([args.prefect, "server", "start", "--host", "127.0.0.1", "--port",
+                                       str(prefect_port)], env=env, stdout=open(work + "/prefect.log", "w"),
+                                      stderr=subprocess.STDOUT))
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(api + "/health", timeout=2).status == 200:
+                    break
+            except Exception:
+                time.sleep(0.3)
+        relay = subprocess.Popen([args.relay], env=dict(os.environ, PREFECT_API_URL=api, PREFECT_API_AUTH_STRING=AUTH,
+                                                       PORT=str(relay_port), DB_PATH=work + "/relay.db",
+                                                       BASE_PATH="/push", LOG_LEVEL="warn"),
+                                 stdout=open(work + "/relay.log", "w"), stderr=subprocess.STDOUT)
+        procs.append(relay)
+        time.sleep(1)
+        first = exchange(relay_port, request("POST", "/push/devices", body=json.dumps(
+            {"id": KEEP, "token": TOKEN, "environment": "production", "server_id": "s"}).encode()))
+        assert first.startswith(b"HTTP/1.1 200"), first[:200]
+
+        rng = random.Random(args.seed)
+        cases = [battery(rng) for _ in range(args.requests)]
+        results = {}
+
+        def run(case):
+            kind, data = case
+            try:
+                answer = exchange(relay_port, data)
+            except OSError as error:
+                return kind, "connect-failed:" + type(error).__name__, None
+            m = re.match(rb"HTTP/1\.1 (\d{3}) ", answer)
+            if not m:
+                return kind, "no-answer", None
+            status = int(m.group(1))
+            body = answer.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in answer else b""
+            is_json = True
+            if status != 204:
+                try:
+                    json.loads(body)
+                except ValueError:
+                    is_json = False
+            return kind, status, is_json
+
+        started = time.time()
+        with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+            for kind, status, is_json in pool.map(run, cases):
+                entry = results.setdefault(kind, {"statuses": {}, "not_json": 0})
+                entry["statuses"][str(status)] = entry["statuses"].get(str(status), 0) + 1
+                if is_json is False:
+                    entry["not_json"] += 1
+        seconds = time.time() - started
+        devices = [row[0] for row in sqlite3.connect(work + "/relay.db").execute("SELECT id FROM devices")]
+        all_statuses = {}
+        for entry in results.values():
+            for status, n in entry["statuses"].items():
+                all_statuses[status] = all_statuses.get(status, 0) + n
+        print(json.dumps({
+            "relay": args.relay, "requests": args.requests, "seconds": round(seconds, 1),
+            "relay_alive": relay.poll() is None,
+            # 505 is the answer chosen for an HTTP version other than 1.x; any other 5xx would be the relay's fault.
+            "server_errors_5xx_not_505": sum(n for s, n in all_statuses.items()
+                                             if s.isdigit() and int(s) >= 500 and s != "505"),
+            "no_answer": sum(n for s, n in all_statuses.items() if not s.isdigit()),
+            "not_json": sum(e["not_json"] for e in results.values()),
+            "statuses": dict(sorted(all_statuses.items())),
+            "devices": devices,
+            "by_kind": results,
+        }, indent=1))
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
