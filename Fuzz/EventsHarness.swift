@@ -3,11 +3,14 @@
 
 func fuzzOne(_ data: [UInt8]) {
     guard let json = try? JSONParser.parse(data) else { return }
-    if let event = PrefectEvent(message: json) ?? PrefectEvent(json: json) {
+    // A socket message (`{"type":"event","event":{...}}`) or a bare event object, as the relay reads each.
+    let object = json["type"]?.string == "event" ? json["event"] ?? json : json
+    if let event = PrefectEvent(json: object) {
         if let change = StateEvent(event) {
             fuzzCheck(!change.stateID.isEmpty, "a state event without a state id")
         }
         _ = event.related(role: "flow")
+        _ = RunArtifact.fromCollectionEvent(event)
     }
     _ = RunDetails(prefect: json)
     _ = RunDetails.list(prefect: json)

@@ -47,8 +47,23 @@ public enum RelayMain {
     public static func installSignalHandlers() { Signals.install() }
 
     public static func run() async -> Never {
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        switch arguments.first {
+        await handleCommand()
+        Hardening.disableCoreDumps()
+        let config: Config
+        do { config = try Config(environment: environment()) } catch { fail(error.description) }
+        Log.setLevel(config.logLevel)
+        let parts = await build(config)
+        let running = start(parts, config: config)
+        let stopSignal = await Signals.next()
+        Log.info("relay.stopping", ["signal": stopSignal == SIGTERM ? "SIGTERM" : "SIGINT"])
+        await stop(running, parts)
+        Log.info("relay.stopped")
+        exit(0)
+    }
+
+    /// `--help`, `--version` and `check` run and exit here; no argument goes on to run the relay.
+    private static func handleCommand() async {
+        switch CommandLine.arguments.dropFirst().first {
         case "--help", "-h", "help":
             print(usage(), terminator: "")
             exit(0)
@@ -58,71 +73,63 @@ public enum RelayMain {
         case "check":
             exit(await Check.run(environment: environment()))
         case nil:
-            break
+            return
         case let other?:
             Stderr.write("unknown argument \(other); see prefect-push --help\n")
             exit(2)
         }
+    }
 
-        Hardening.disableCoreDumps()
-        let config: Config
-        do {
-            config = try Config(environment: environment())
-        } catch {
-            fail(error.description)
-        }
-        Log.setLevel(config.logLevel)
-
-
-        let store: Store
-        do {
-            store = try Store(path: config.dbPath)
-        } catch {
-            fail("DB_PATH: \(error)")
-        }
-
+    /// The relay's parts, each owning its C handles; any failure here stops start-up with exit 2.
+    private struct Parts {
         let apns: APNsClient?
-        do {
-            apns = try APNsClient.make(config: config)
-        } catch {
-            fail("\(error)")
-        }
-
         let prefectHTTP: HTTPPool
-        do {
-            prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile))
-        } catch {
-            fail("\(error)")
-        }
+        let prefect: PrefectClient
+        let relay: Relay
+    }
+
+    private static func build(_ config: Config) async -> Parts {
+        let store: Store
+        do { store = try Store(path: config.dbPath) } catch { fail("DB_PATH: \(error)") }
+        let apns: APNsClient?
+        do { apns = try APNsClient.make(config: config) } catch { fail("\(error)") }
+        let prefectHTTP: HTTPPool
+        do { prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile)) } catch { fail("\(error)") }
         let prefect = PrefectClient(config: config, http: prefectHTTP)
         let relay: Relay
-        do {
-            relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil)
-        } catch {
-            fail("DB_PATH: \(error)")
-        }
+        do { relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
         await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
                                     uiRoot: config.prefectUI, topic: config.apnsTopic, now: Clock.unixNow))
+        return Parts(apns: apns, prefectHTTP: prefectHTTP, prefect: prefect, relay: relay)
+    }
+
+    /// What runs until the stop signal: the two lws loops and what they drive, the socket's stream and the ticker.
+    private struct Running {
+        let loop: WebSocketsLoop
+        let apiLoop: WebSocketsLoop
+        let events: EventsSocket
+        let socketSink: AsyncStream<SocketMessage>.Continuation
+        let ticker: Task<Void, Never>
+    }
+
+    private static func start(_ parts: Parts, config: Config) -> Running {
+        let (relay, prefect) = (parts.relay, parts.prefect)
         let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
         let api = API(relay: relay, authorizer: authorizer, maxDevices: config.maxDevices)
         let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
             Task { reply(await api.handle(request)) }
         }
-
-        // Socket messages reach the relay one at a time, in order.
-        // Bounded: if the relay ever fell this far behind, the oldest events go first; the paused listing (every
-        // 60 s and on each subscribe) recovers any pause or end they carried.
+        // Socket messages reach the relay one at a time, in order. Bounded: if the relay ever fell this far behind,
+        // the oldest events go first; the paused listing (every 60 s and on each subscribe) recovers what they carried.
         let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self,
                                                                   bufferingPolicy: .bufferingNewest(10_000))
         let events = EventsSocket(config: config) { socketSink.yield($0) }
-
         // Two contexts, two threads: API clients can't starve the relay's own Prefect connections.
         let loop: WebSocketsLoop
         let apiLoop: WebSocketsLoop
         do {
             loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
-                                                      clientTLS: config.prefectAPI.tls),
-                                      handlers: [events])
+                                                      clientTLS: config.prefectAPI.tls), handlers: [events])
             apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true),
                                          handlers: [server])
         } catch {
@@ -134,10 +141,9 @@ public enum RelayMain {
         apiLoop.start()
         Log.info("relay.started", ["version": version, "port": String(apiLoop.listenPort ?? config.port),
                                    "base_path": config.basePath.isEmpty ? "/" : config.basePath,
-                                   "prefect": config.prefectAPI.string, "apns": apns == nil ? "off" : "on",
+                                   "prefect": config.prefectAPI.string, "apns": parts.apns == nil ? "off" : "on",
                                    "db": config.dbPath])
-        if apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
-
+        if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
         _ = Task {
             for await message in socketMessages { await relay.received(message) }
         }
@@ -148,24 +154,23 @@ public enum RelayMain {
             }
         }
         events.start()
+        return Running(loop: loop, apiLoop: apiLoop, events: events, socketSink: socketSink, ticker: ticker)
+    }
 
-        let stopSignal = await Signals.next()
-        Log.info("relay.stopping", ["signal": stopSignal == SIGTERM ? "SIGTERM" : "SIGINT"])
-        events.stop()
-        ticker.cancel()
-        // Let pushes already under way finish (bounded), then close everything in reverse order.
+    /// Stops taking events, lets pushes under way finish (bounded), then closes everything in reverse order.
+    private static func stop(_ running: Running, _ parts: Parts) async {
+        running.events.stop()
+        running.ticker.cancel()
         let deadline = Clock.monotonic() + 5
-        while await relay.backgroundWork > 0 && Clock.monotonic() < deadline {
+        while await parts.relay.backgroundWork > 0 && Clock.monotonic() < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        apns?.shutdown()
-        apiLoop.stop()
-        prefectHTTP.close()
-        loop.stop()
-        socketSink.finish()
-        await relay.flushSettled()
-        await relay.checkpoint()
-        Log.info("relay.stopped")
-        exit(0)
+        parts.apns?.shutdown()
+        running.apiLoop.stop()
+        parts.prefectHTTP.close()
+        running.loop.stop()
+        running.socketSink.finish()
+        await parts.relay.flushSettled()
+        await parts.relay.checkpoint()
     }
 }

@@ -124,81 +124,123 @@ public struct HTTP1ResponseParser: Sendable {
     // MARK: - States
 
     private mutating func run() {
-        while true {
-            switch state {
-            case .head:
-                guard let end = blockEnd() else { return checkHeaderLimit() }
-                guard end - start <= maxHeaderBytes else { return fail("response headers over \(maxHeaderBytes / 1024) KiB") }
-                parseHead(buffer[start..<end])
-                if case .failed = state { return }
-                start = end
-                scan = start
-            case .fixed(let remaining):
-                let take = min(remaining, buffer.count - start)
-                guard take > 0 else { return }
-                body.append(contentsOf: buffer[start..<start + take])
-                start += take
-                if remaining == take { finish() } else { state = .fixed(remaining: remaining - take) }
-            case .chunkSize:
-                guard let end = lineEnd() else {
-                    if buffer.count - start > 4096 { fail("a chunk-size line over 4 KiB") }
-                    return
-                }
-                let line = stripCR(buffer[start..<end - 1])
-                start = end
-                scan = start
-                guard let size = Self.chunkSize(line) else { return fail("a malformed chunk size") }
-                if size == 0 {
-                    state = .trailers
-                } else if body.count + size > maxBody {
-                    return fail(overMax)
-                } else {
-                    state = .chunkData(remaining: size)
-                }
-            case .chunkData(let remaining):
-                let take = min(remaining, buffer.count - start)
-                guard take > 0 else { return }
-                body.append(contentsOf: buffer[start..<start + take])
-                start += take
-                state = remaining == take ? .chunkEnd : .chunkData(remaining: remaining - take)
-                scan = start
-            case .chunkEnd:
-                guard let end = lineEnd() else {
-                    if buffer.count - start > 2 { fail("chunk data longer than its size") }
-                    return
-                }
-                guard stripCR(buffer[start..<end - 1]).isEmpty else { return fail("chunk data longer than its size") }
-                start = end
-                scan = start
-                state = .chunkSize
-            case .trailers:
-                // The trailer section ends at an empty line; with no trailers that line comes at once.
-                let waiting = buffer.count - start
-                guard waiting > 0 else { return }
-                if buffer[start] == 0x0A || buffer[start] == 0x0D {
-                    guard buffer[start] == 0x0A || waiting >= 2 else { return }
-                    guard buffer[start] == 0x0A || buffer[start + 1] == 0x0A else { return fail("a malformed trailer section") }
-                    start += buffer[start] == 0x0A ? 1 : 2
-                    scan = start
-                    finish()
-                    continue
-                }
-                guard let end = blockEnd() else { return checkHeaderLimit() }
-                guard end - start <= maxHeaderBytes else { return fail("response trailers over \(maxHeaderBytes / 1024) KiB") }
-                start = end
-                scan = start
-                finish()
-            case .untilClose:
-                let take = buffer.count - start
-                guard take > 0 else { return }
-                guard body.count + take <= maxBody else { return fail(overMax) }
-                body.append(contentsOf: buffer[start...])
-                start = buffer.count
-                scan = start
-            case .done, .failed:
-                return
-            }
+        while step() {}
+    }
+
+    /// The current state's work on what is buffered; false when it needs more bytes, or is done or failed.
+    private mutating func step() -> Bool {
+        switch state {
+        case .head: return head()
+        case .fixed(let remaining): return fixed(remaining)
+        case .chunkSize: return chunkSize()
+        case .chunkData(let remaining): return chunkData(remaining)
+        case .chunkEnd: return chunkEnd()
+        case .trailers: return trailers()
+        case .untilClose: return untilClose()
+        case .done, .failed: return false
         }
+    }
+
+    private mutating func head() -> Bool {
+        guard let end = blockEnd() else {
+            checkHeaderLimit()
+            return false
+        }
+        guard end - start <= maxHeaderBytes else { return stop("response headers over \(maxHeaderBytes / 1024) KiB") }
+        parseHead(buffer[start..<end])
+        if case .failed = state { return false }
+        start = end
+        scan = start
+        return true
+    }
+
+    private mutating func fixed(_ remaining: Int) -> Bool {
+        let take = min(remaining, buffer.count - start)
+        guard take > 0 else { return false }
+        body.append(contentsOf: buffer[start..<start + take])
+        start += take
+        if remaining == take { finish() } else { state = .fixed(remaining: remaining - take) }
+        return true
+    }
+
+    private mutating func chunkSize() -> Bool {
+        guard let end = lineEnd() else {
+            if buffer.count - start > 4096 { fail("a chunk-size line over 4 KiB") }
+            return false
+        }
+        let line = stripCR(buffer[start..<end - 1])
+        start = end
+        scan = start
+        guard let size = Self.chunkSize(line) else { return stop("a malformed chunk size") }
+        if size == 0 {
+            state = .trailers
+        } else if body.count + size > maxBody {
+            return stop(overMax)
+        } else {
+            state = .chunkData(remaining: size)
+        }
+        return true
+    }
+
+    private mutating func chunkData(_ remaining: Int) -> Bool {
+        let take = min(remaining, buffer.count - start)
+        guard take > 0 else { return false }
+        body.append(contentsOf: buffer[start..<start + take])
+        start += take
+        state = remaining == take ? .chunkEnd : .chunkData(remaining: remaining - take)
+        scan = start
+        return true
+    }
+
+    private mutating func chunkEnd() -> Bool {
+        guard let end = lineEnd() else {
+            if buffer.count - start > 2 { fail("chunk data longer than its size") }
+            return false
+        }
+        guard stripCR(buffer[start..<end - 1]).isEmpty else { return stop("chunk data longer than its size") }
+        start = end
+        scan = start
+        state = .chunkSize
+        return true
+    }
+
+    /// The trailer section ends at an empty line; with no trailers that line comes at once.
+    private mutating func trailers() -> Bool {
+        let waiting = buffer.count - start
+        guard waiting > 0 else { return false }
+        if buffer[start] == 0x0A || buffer[start] == 0x0D {
+            guard buffer[start] == 0x0A || waiting >= 2 else { return false }
+            guard buffer[start] == 0x0A || buffer[start + 1] == 0x0A else { return stop("a malformed trailer section") }
+            start += buffer[start] == 0x0A ? 1 : 2
+            scan = start
+            finish()
+            return true
+        }
+        guard let end = blockEnd() else {
+            checkHeaderLimit()
+            return false
+        }
+        guard end - start <= maxHeaderBytes else { return stop("response trailers over \(maxHeaderBytes / 1024) KiB") }
+        start = end
+        scan = start
+        finish()
+        return true
+    }
+
+    private mutating func untilClose() -> Bool {
+        let take = buffer.count - start
+        guard take > 0 else { return false }
+        guard body.count + take <= maxBody else { return stop(overMax) }
+        body.append(contentsOf: buffer[start...])
+        start = buffer.count
+        scan = start
+        return true
+    }
+
+    /// Fails with `reason`; false, so the state loop stops.
+    private mutating func stop(_ reason: String) -> Bool {
+        fail(reason)
+        return false
     }
 
     private var overMax: String { "the answer was over \(maxBody / 1024 / 1024) MiB" }

@@ -102,108 +102,153 @@ public struct HTTPFramer: Sendable {
 
     // MARK: - Head
 
+    /// A part of the head that is wrong: the status to answer and why (the connection then closes).
+    private struct Refusal: Error {
+        let status: Int
+        let message: String
+        init(_ status: Int, _ message: String) {
+            self.status = status
+            self.message = message
+        }
+    }
+
     private mutating func frame(_ head: [UInt8]) -> Frame? {
         var lines = split(head)
         let requestLine = lines.removeFirst()
-        if requestLine.count > limits.requestLine {
-            return fail(414, "the request line is over \(limits.requestLine / 1024) KiB")
-        }
-        if lines.count > limits.headerCount {
-            return fail(431, "more than \(limits.headerCount) header lines")
-        }
-        let parts = requestLine.split(separator: 32, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(HTTPFramer.isTokenByte) else {
-            return fail(400, "the request line must be METHOD /path HTTP/1.1")
-        }
-        guard let version = HTTPFramer.version(parts[2]) else {
-            return fail(400, "the request line must end in HTTP/1.1")
-        }
-        guard version.major == 1 else {
-            return fail(505, "HTTP/\(version.major).\(version.minor) is not supported; use HTTP/1.1")
-        }
-        let target = parts[1]
-        guard target.first == UInt8(ascii: "/"), target.allSatisfy({ $0 > 32 && $0 < 127 }) else {
-            return fail(400, "the request target must be a path (/...) of visible ASCII characters")
-        }
-        let method = String(decoding: parts[0], as: UTF8.self)
-        let path = String(decoding: target, as: UTF8.self)
-
-        var headers = Headers()
-        for line in lines {
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-                  line[..<colon].allSatisfy(HTTPFramer.isTokenByte) else {
-                return fail(400, "a header line is malformed (name: value, no folding)")
-            }
-            var value = line[(colon + 1)...]
-            while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
-            while let last = value.last, last == 32 || last == 9 { value = value.dropLast() }
-            // No control characters in a value but tab (NUL, CR and LF alone are smuggling tools).
-            guard value.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else {
-                return fail(400, "a header value holds a control character")
-            }
-            headers.add(String(decoding: line[..<colon], as: UTF8.self).lowercased(), Array(value))
-        }
-
-        var keepAlive = version.minor >= 1
-        if let connection = headers.text("connection")?.lowercased() {
-            let options = connection.split(separator: ",").map { $0.trimmingCharacters() }
-            if options.contains("close") { keepAlive = false } else if options.contains("keep-alive") { keepAlive = true }
+        let method: String, path: String, keepAlive: Bool, headers: Headers
+        do {
+            let start = try parseRequestLine(requestLine, headerLines: lines.count)
+            (method, path) = (start.method, start.path)
+            headers = try parseHeaders(lines)
+            keepAlive = HTTPFramer.keepsAlive(headers, minor: start.version.minor)
+        } catch {
+            return fail(error.status, error.message)
         }
         if headers.all("transfer-encoding").count > 0 {
             // No chunked bodies: the API's bodies are small JSON with a Content-Length.
             return reject(APIError(status: 411, message: "send the JSON body with a Content-Length header"), close: true,
                           method: method)
         }
-        var contentLength = 0
-        let lengths = headers.all("content-length")
-        if !lengths.isEmpty {
-            let distinct = Set(lengths)
-            guard distinct.count == 1, let only = distinct.first, !only.isEmpty, only.count <= 18,
-                  only.allSatisfy({ $0 >= 48 && $0 <= 57 }), let parsed = Int(String(decoding: only, as: UTF8.self))
-            else {
-                return fail(400, "Content-Length must be one decimal number")
-            }
-            contentLength = parsed
+        let contentLength: Int?
+        do { contentLength = try HTTPFramer.contentLength(headers) } catch { return fail(error.status, error.message) }
+        let length = contentLength ?? 0
+        let route: Route
+        switch admit(method: method, path: path, headers: headers, contentLength: contentLength) {
+        case .failure(let error):
+            // Close after any refusal with a body on the wire: don't read a body that won't be used.
+            return reject(error.error, close: error.close || length > 0 || !keepAlive, method: method)
+        case .success(let matched):
+            route = matched
         }
+        let authorization = headers.all("authorization").first.map { String(decoding: $0, as: UTF8.self) }
+        let request = Request(method: method, target: path, route: route, authorization: authorization, body: [],
+                              keepAlive: keepAlive)
+        if length == 0 { return .request(request) }
+        pendingBody = (request, length, !route.takesBody)
+        if headers.text("expect")?.lowercased() == "100-continue" { return .proceed }
+        return body(pendingBody!)
+    }
 
+    /// `METHOD /path HTTP/1.x`, within the limits on the line and on the number of header lines.
+    private func parseRequestLine(_ line: ArraySlice<UInt8>, headerLines: Int) throws(Refusal)
+        -> (method: String, path: String, version: (major: Int, minor: Int))
+    {
+        if line.count > limits.requestLine { throw Refusal(414, "the request line is over \(limits.requestLine / 1024) KiB") }
+        if headerLines > limits.headerCount { throw Refusal(431, "more than \(limits.headerCount) header lines") }
+        let parts = line.split(separator: 32, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(HTTPFramer.isTokenByte) else {
+            throw Refusal(400, "the request line must be METHOD /path HTTP/1.1")
+        }
+        guard let version = HTTPFramer.version(parts[2]) else {
+            throw Refusal(400, "the request line must end in HTTP/1.1")
+        }
+        guard version.major == 1 else {
+            throw Refusal(505, "HTTP/\(version.major).\(version.minor) is not supported; use HTTP/1.1")
+        }
+        let target = parts[1]
+        guard target.first == UInt8(ascii: "/"), target.allSatisfy({ $0 > 32 && $0 < 127 }) else {
+            throw Refusal(400, "the request target must be a path (/...) of visible ASCII characters")
+        }
+        return (String(decoding: parts[0], as: UTF8.self), String(decoding: target, as: UTF8.self), version)
+    }
+
+    /// `name: value` lines: token names, no folding, no control characters in values but tab.
+    private func parseHeaders(_ lines: [ArraySlice<UInt8>]) throws(Refusal) -> Headers {
+        var headers = Headers()
+        for line in lines {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
+                  line[..<colon].allSatisfy(HTTPFramer.isTokenByte) else {
+                throw Refusal(400, "a header line is malformed (name: value, no folding)")
+            }
+            var value = line[(colon + 1)...]
+            while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+            while let last = value.last, last == 32 || last == 9 { value = value.dropLast() }
+            // NUL, CR and LF alone are smuggling tools.
+            guard value.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else {
+                throw Refusal(400, "a header value holds a control character")
+            }
+            headers.add(String(decoding: line[..<colon], as: UTF8.self).lowercased(), Array(value))
+        }
+        return headers
+    }
+
+    private static func keepsAlive(_ headers: Headers, minor: Int) -> Bool {
+        var keepAlive = minor >= 1
+        if let connection = headers.text("connection")?.lowercased() {
+            let options = connection.split(separator: ",").map { $0.trimmingCharacters() }
+            if options.contains("close") { keepAlive = false } else if options.contains("keep-alive") { keepAlive = true }
+        }
+        return keepAlive
+    }
+
+    /// The one Content-Length (repeats must agree), or nil when there is none.
+    private static func contentLength(_ headers: Headers) throws(Refusal) -> Int? {
+        let lengths = headers.all("content-length")
+        guard !lengths.isEmpty else { return nil }
+        let distinct = Set(lengths)
+        guard distinct.count == 1, let only = distinct.first, !only.isEmpty, only.count <= 18,
+              only.allSatisfy({ $0 >= 48 && $0 <= 57 }), let parsed = Int(String(decoding: only, as: UTF8.self))
+        else {
+            throw Refusal(400, "Content-Length must be one decimal number")
+        }
+        return parsed
+    }
+
+    /// A refused request: the answer, and whether the connection must close whatever else holds.
+    private struct Refused: Error {
+        var error: APIError
+        var close: Bool
+    }
+
+    /// The method, the route and the body rules: the route to serve, or the answer that refuses it.
+    private func admit(method: String, path: String, headers: Headers, contentLength: Int?) -> Result<Route, Refused> {
+        let length = contentLength ?? 0
         guard HTTPFramer.knownMethods.contains(method) else {
             var error = APIError(status: 405, message: "method \(HTTPFramer.shown(method)) is not supported",
                                  allow: "GET, HEAD, POST, PUT, DELETE")
             if case .failure(let routed) = router.route(method: method, rawPath: path), let allow = routed.allow {
                 error.allow = allow
             }
-            return reject(error, close: contentLength > 0 || !keepAlive, method: method)
+            return .failure(Refused(error: error, close: false))
         }
-        // Close after any refusal with a body on the wire: don't read a body that won't be used.
         let route: Route
         switch router.route(method: method, rawPath: path) {
-        case .failure(let error): return reject(error, close: contentLength > 0 || !keepAlive, method: method)
+        case .failure(let error): return .failure(Refused(error: error, close: false))
         case .success(let matched): route = matched
         }
-        if route.takesBody {
-            if lengths.isEmpty {
-                return reject(APIError(status: 411, message: "send the JSON body with a Content-Length header"),
-                              close: true, method: method)
-            }
-            if contentLength > limits.body {
-                return reject(APIError(status: 413, message: "the body is \(contentLength) bytes; the limit is 64 KiB"),
-                              close: true, method: method)
-            }
-            if !Validation.isJSONContentType(headers.text("content-type")) {
-                return reject(APIError(status: 415, message: "send the body as Content-Type: application/json"),
-                              close: contentLength > 0 || !keepAlive, method: method)
-            }
-        } else if contentLength > limits.body {
-            return reject(APIError(status: 413, message: "the body is \(contentLength) bytes; the limit is 64 KiB"),
-                          close: true, method: method)
+        if route.takesBody && contentLength == nil {
+            return .failure(Refused(error: APIError(status: 411, message: "send the JSON body with a Content-Length header"),
+                                    close: true))
         }
-        let authorization = headers.all("authorization").first.map { String(decoding: $0, as: UTF8.self) }
-        let request = Request(method: method, target: path, route: route, authorization: authorization, body: [],
-                              keepAlive: keepAlive)
-        if contentLength == 0 { return .request(request) }
-        pendingBody = (request, contentLength, !route.takesBody)
-        if headers.text("expect")?.lowercased() == "100-continue" { return .proceed }
-        return body(pendingBody!)
+        if length > limits.body {
+            return .failure(Refused(error: APIError(status: 413, message: "the body is \(length) bytes; the limit is 64 KiB"),
+                                    close: true))
+        }
+        if route.takesBody && !Validation.isJSONContentType(headers.text("content-type")) {
+            return .failure(Refused(error: APIError(status: 415, message: "send the body as Content-Type: application/json"),
+                                    close: false))
+        }
+        return .success(route)
     }
 
     // MARK: - Body

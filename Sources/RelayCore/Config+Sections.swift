@@ -1,0 +1,113 @@
+/// `Config.init`, section by section: each reads its variables and names the one that is wrong.
+extension Config {
+    /// The Prefect server: API root, Cloud workspace, and its credential (an API key or a basic-auth string).
+    static func prefectServer(_ read: EnvironmentReader) throws(ConfigError)
+        -> (HTTPURL, CloudWorkspace?, APIKey?, String?)
+    {
+        guard let raw = read.value("PREFECT_API_URL") else {
+            throw ConfigError("PREFECT_API_URL", "is not set; set it to the server's API root, e.g. http://127.0.0.1:4200/api")
+        }
+        var api = try HTTPURL.parse(raw, variable: "PREFECT_API_URL")
+        api.path = api.path.droppingTrailingSlashes()
+        let cloud = try CloudWorkspace.recognise(api)
+        let key = try Config.apiKey(read.raw("PREFECT_API_KEY"))
+        var auth: String?
+        if let given = read.raw("PREFECT_API_AUTH_STRING"), !given.isEmpty {
+            guard key == nil else {
+                throw ConfigError("PREFECT_API_KEY", "and PREFECT_API_AUTH_STRING are both set; set only one of them "
+                                  + "(PREFECT_API_KEY for Prefect Cloud, PREFECT_API_AUTH_STRING for a "
+                                  + "self-hosted server)")
+            }
+            guard cloud == nil else {
+                throw ConfigError("PREFECT_API_AUTH_STRING", "is for a self-hosted server; a Prefect Cloud workspace "
+                                  + "takes an API key: set PREFECT_API_KEY instead")
+            }
+            guard given.contains(":"), !given.contains(where: { $0.isNewline }) else {
+                throw ConfigError("PREFECT_API_AUTH_STRING", "must be user:pass (one line, with a colon)")
+            }
+            auth = given
+        }
+        if cloud != nil && key == nil {
+            throw ConfigError("PREFECT_API_KEY", "is not set; a Prefect Cloud workspace needs an API key (a service "
+                              + "account's, with read access to the workspace)")
+        }
+        return (api, cloud, key, auth)
+    }
+
+    /// The UI root for run links: as given, else the Cloud workspace's, else the API root without `/api`.
+    static func prefectUI(_ read: EnvironmentReader, api: HTTPURL, cloud: CloudWorkspace?) throws(ConfigError) -> String {
+        if let ui = read.value("PREFECT_UI_URL") {
+            return try HTTPURL.parse(ui, variable: "PREFECT_UI_URL").string.droppingTrailingSlashes()
+        }
+        if let cloud { return cloud.uiRoot(api: api) }
+        var ui = api
+        if ui.path.hasSuffix("/api") { ui.path.removeLast(4) }
+        return ui.string.droppingTrailingSlashes()
+    }
+
+    /// The APNs signing key (inline or a file, not both) with its ids; nil runs the relay without APNs.
+    static func apnsCredentials(_ read: EnvironmentReader) throws(ConfigError) -> APNsCredentials? {
+        let inlineKey = read.raw("APNS_KEY").flatMap { $0.trimmingWhitespace().isEmpty ? nil : $0 }
+        switch (inlineKey, read.value("APNS_KEY_PATH")) {
+        case (.some, .some):
+            throw ConfigError("APNS_KEY", "and APNS_KEY_PATH are both set; set only one of them")
+        case (nil, nil):
+            return nil
+        case (let inline, let path):
+            let source: KeySource = inline.map { .inline($0) } ?? .file(path!)
+            let keyID = try appleID(read.value("APNS_KEY_ID"), "APNS_KEY_ID", "the key's id from the Apple developer site")
+            let teamID = try appleID(read.value("APNS_TEAM_ID"), "APNS_TEAM_ID", "your Apple team id")
+            return APNsCredentials(key: source, keyID: keyID, teamID: teamID)
+        }
+    }
+
+    static func apnsTopic(_ read: EnvironmentReader) throws(ConfigError) -> String {
+        let topic = read.value("APNS_TOPIC") ?? "io.zzstoatzz.prefect"
+        guard topic.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }) else {
+            throw ConfigError("APNS_TOPIC", "must be a bundle id like com.example.app")
+        }
+        return topic
+    }
+
+    static func basePath(_ read: EnvironmentReader) throws(ConfigError) -> String {
+        let base = (read.value("BASE_PATH") ?? "").droppingTrailingSlashes()
+        guard base.isEmpty || (base.hasPrefix("/") && !base.contains(where: { $0 == "?" || $0 == "#" || $0 == " " })) else {
+            throw ConfigError("BASE_PATH", "must start with / (e.g. /push) or be empty")
+        }
+        return base
+    }
+
+    static func logLevel(_ read: EnvironmentReader) throws(ConfigError) -> LogLevel {
+        guard let level = read.value("LOG_LEVEL") else { return .info }
+        guard let parsed = LogLevel(rawValue: level.lowercased()) else {
+            throw ConfigError("LOG_LEVEL", "must be debug, info, warn or error, got \"\(level.prefix(20))\"")
+        }
+        return parsed
+    }
+}
+
+/// The environment as `Config` reads it: values trimmed, empty ones absent.
+struct EnvironmentReader {
+    private let env: [String: String]
+
+    init(_ env: [String: String]) { self.env = env }
+
+    /// The value as given (secrets and PEM keys keep their whitespace).
+    func raw(_ name: String) -> String? { env[name] }
+
+    /// The value trimmed; nil when unset or blank.
+    func value(_ name: String) -> String? {
+        guard let raw = env[name] else { return nil }
+        let trimmed = raw.trimmingWhitespace()
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
+    /// A whole number in `range`, or `fallback` when unset.
+    func integer(_ name: String, in range: ClosedRange<Int>, default fallback: Int) throws(ConfigError) -> Int {
+        guard let raw = value(name) else { return fallback }
+        guard let parsed = Int(raw), range.contains(parsed) else {
+            throw ConfigError(name, "must be a number from \(range.lowerBound) to \(range.upperBound), got \"\(raw.prefix(20))\"")
+        }
+        return parsed
+    }
+}
