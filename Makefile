@@ -77,11 +77,14 @@ debug: deps-apt
 	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
 
 # Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
-# Kubernetes manifests are validated and every product has built in release, warnings as errors (the CI gate).
+# Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate), each
+# fuzz harness has run a few seconds and the quick fault-injection scenarios have passed.
 test: deps k8s-validate
 	@sh deploy/static-libs.sh $(STATIC_DIR)
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
+	$(MAKE) --no-print-directory fuzz-smoke
+	$(MAKE) --no-print-directory chaos-quick
 	PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build
 
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
@@ -146,13 +149,13 @@ bench: deps deps-bench build
 # The binaries under test: CHAOS_RELAY_BIN, CHAOS_FAKE_APNS_BIN (default: the debug builds made here).
 # CHAOS_ARGS="--only relay-kill,rest-500" for some scenarios.
 chaos: deps-apt $(PREFECT)
-	$(SWIFT) build --product prefect-push
-	$(SWIFT) build --product fake-apns
+	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
+	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
 	$(VENV)/bin/python chaos/run.py $(CHAOS_ARGS)
 
 chaos-quick: deps-apt $(PREFECT)
-	$(SWIFT) build --product prefect-push
-	$(SWIFT) build --product fake-apns
+	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
+	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
 	$(VENV)/bin/python chaos/run.py --quick $(CHAOS_ARGS)
 
 # aioapns, the Python APNs client the throughput is compared with (PyPI, into the project venv).
