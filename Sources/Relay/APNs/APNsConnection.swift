@@ -39,7 +39,7 @@ final class APNsConnection: @unchecked Sendable {
     let authority: String
     let options: Options
     let tls: TLSContext
-    private let wakeFD: Int32
+    private let wakeSignal: WakeSignal
     private let inbox = Mutex(Inbox())
 
     // Loop-thread state.
@@ -55,13 +55,11 @@ final class APNsConnection: @unchecked Sendable {
         self.authority = authority
         self.tls = tls
         self.options = options
-        wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
         // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
         signal(SIGPIPE, SIG_IGN)
     }
-
-    deinit { Glibc.close(wakeFD) }
 
     /// TLS + HTTP/2 connections opened to any APNs host since start-up (`/metrics`). Safe from any thread.
     static var linksOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
@@ -137,35 +135,16 @@ final class APNsConnection: @unchecked Sendable {
         }
     }
 
-    private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
-    }
+    private func wake() { wakeSignal.wake() }
 
-    /// Empties the eventfd after poll() said it is readable. Loop thread only.
-    func drainWake() {
-        var count: UInt64 = 0
-        _ = read(wakeFD, &count, 8)
-    }
+    /// Empties the wake-up after poll() said it is readable. Loop thread only.
+    func drainWake() { wakeSignal.drain() }
 
-    var wakeDescriptor: Int32 { wakeFD }
+    var wakeDescriptor: Int32 { wakeSignal.descriptor }
 
     private func startLoop() -> pthread_t? {
-        var thread = pthread_t()
-        // The thread owns one reference until `run` returns; `close()` is what ends it.
-        let retained = Unmanaged.passRetained(self)
-        guard pthread_create(&thread, nil, apnsConnectionMain, retained.toOpaque()) == 0 else {
-            retained.release()
-            Log.error("apns.thread", ["host": authority, "error": "pthread_create failed"])
-            return nil
-        }
-        return thread
+        // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
+        LoopThread.start("apns.thread") { self.run() }
     }
 }
 
-/// The loop thread's entry point; `argument` is an owned reference to the connection.
-private func apnsConnectionMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let argument else { preconditionFailure("APNs loop started without its connection") }
-    Unmanaged<APNsConnection>.fromOpaque(argument).takeRetainedValue().run()
-    return nil
-}

@@ -62,7 +62,7 @@ final class HTTPPool: @unchecked Sendable {
 
     let options: Options
     let userAgent = "prefect-push/\(RelayMain.version)"
-    private let wakeFD: Int32
+    private let wakeSignal: WakeSignal
     private let inbox = Mutex(Inbox())
 
     // Loop-thread state.
@@ -77,12 +77,10 @@ final class HTTPPool: @unchecked Sendable {
 
     init(options: Options = Options()) throws(IOError) {
         self.options = options
-        wakeFD = try IOError.check("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2): a peer that hung up must give EPIPE, not kill the process.
         signal(SIGPIPE, SIG_IGN)
     }
-
-    deinit { Glibc.close(wakeFD) }
 
     /// TCP (and for https, TLS) connections opened to any REST origin since start-up (`/metrics`). Any thread.
     static var connectionsOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
@@ -147,38 +145,19 @@ final class HTTPPool: @unchecked Sendable {
         wake()
     }
 
-    private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
-    }
+    private func wake() { wakeSignal.wake() }
 
-    /// Empties the eventfd after poll() said it is readable. Loop thread only.
-    func drainWake() {
-        var count: UInt64 = 0
-        _ = read(wakeFD, &count, 8)
-    }
+    /// Empties the wake-up after poll() said it is readable. Loop thread only.
+    func drainWake() { wakeSignal.drain() }
 
-    var wakeDescriptor: Int32 { wakeFD }
+    var wakeDescriptor: Int32 { wakeSignal.descriptor }
 
     private func startLoop() -> pthread_t? {
-        var thread = pthread_t()
-        // The thread owns one reference until `run` returns; `close()` is what ends it.
-        let retained = Unmanaged.passRetained(self)
-        guard pthread_create(&thread, nil, httpPoolMain, retained.toOpaque()) == 0 else {
-            retained.release()
-            Log.error("prefect.http_thread", ["error": "pthread_create failed"])
-            return nil
-        }
-        return thread
+        // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
+        LoopThread.start("prefect.http_thread") { self.run() }
     }
 }
 
-/// The loop thread's entry point; `argument` is an owned reference to the pool.
-private func httpPoolMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let argument else { preconditionFailure("HTTP pool loop started without its pool") }
-    Unmanaged<HTTPPool>.fromOpaque(argument).takeRetainedValue().run()
-    return nil
-}
 
 /// One call in the pool: the request bytes, the deadline, and the caller's continuation.
 ///
