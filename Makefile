@@ -176,7 +176,7 @@ FUZZ_HARNESSES := HTTP Events Text Payload APNs
 FUZZ_MAX_LEN_Payload := 2048
 FUZZ_SOURCES := $(shell find Sources/RelayCore -name '*.swift') Sources/Relay/JSONParser.swift \
                 Sources/Relay/Context/Markdown.swift Fuzz/Common.swift
-FUZZ_FLAGS   := -sanitize=fuzzer,address -parse-as-library -O -g -module-name RelayCore -swift-version 6 \
+FUZZ_FLAGS   := -sanitize=fuzzer,address -parse-as-library -O -g -module-name RelayCore -package-name prefect_push -swift-version 6 \
                 -I Sources/CJansson -I Sources/CCmark -Xcc -I/usr/include -lm -suppress-warnings
 
 fuzz-build: deps-apt $(foreach h,$(FUZZ_HARNESSES),$(FUZZ_DIR)/fuzz-$(h))

@@ -2,17 +2,17 @@ import CJansson
 import RelayCore
 
 /// Why a JSON text was refused, with jansson's own position and message.
-public struct JSONParseError: Error, CustomStringConvertible {
-    public let message: String
-    public var description: String { message }
+package struct JSONParseError: Error, CustomStringConvertible {
+    package let message: String
+    package var description: String { message }
 }
 
 /// Parses JSON text with jansson into a `JSONValue`. jansson validates UTF-8 and bounds nesting
 /// (2048 levels); we cut deeper than `maxDepth` ourselves so hostile input stays cheap to walk.
-public enum JSONParser {
+package enum JSONParser {
     static let maxDepth = 64
 
-    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         var error = json_error_t()
         let flags = Int(JSON_DECODE_ANY | JSON_ALLOW_NUL)
         let root: UnsafeMutablePointer<json_t>? = bytes.withUnsafeBufferPointer { buffer in
@@ -29,7 +29,7 @@ public enum JSONParser {
         return try convert(root, depth: 0)
     }
 
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8))
     }
 

@@ -4,10 +4,10 @@ import Synchronization
 
 /// One logfmt line per event to stderr, written with a single write(2) so lines from different threads
 /// stay whole. Never pass a credential; shorten tokens with `Log.short(_:)`.
-enum Log {
+package enum Log {
     private static let minimum = Atomic<Int>(1)  // index into Config.LogLevel.allCases
 
-    static func setLevel(_ level: Config.LogLevel) {
+    package static func setLevel(_ level: Config.LogLevel) {
         minimum.store(Config.LogLevel.allCases.firstIndex(of: level)!, ordering: .relaxed)
     }
 
@@ -59,5 +59,5 @@ enum Log {
         return out + "\""
     }
 
-    private static func timestamp() -> String { Timestamp.format(Clock.unixNow()) }
+    private static func timestamp() -> String { Timestamp.format(SystemClock.unixNow()) }
 }

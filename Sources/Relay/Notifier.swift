@@ -114,7 +114,7 @@ struct Notifier: Sendable {
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
-                            announcing: Bool = false, receivedAt: Double = Clock.monotonic()) async -> PropsResult {
+                            announcing: Bool = false, receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
         // A run the socket has followed since before the pause needs no history reads: it told us all of it.
         let followed = await relay.follows(runID: pause.runID)
         guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
@@ -137,7 +137,7 @@ struct Notifier: Sendable {
             // §7.6; ~90 ms seen here). For a flow known to send one (or never seen), give it until `eventGrace`
             // after the Paused event arrived, looking every few ms; a flow known to send none doesn't wait at all.
             let deadline = receivedAt + Notifier.eventGrace
-            while text.contextSource == .none && Clock.monotonic() < deadline {
+            while text.contextSource == .none && SystemClock.monotonic() < deadline {
                 try? await Task.sleep(for: .milliseconds(5))
                 text = await withLiveEvents(&gathered.context, runID: pause.runID)
             }
@@ -196,7 +196,7 @@ struct Notifier: Sendable {
                          expiry: Int64) -> OutboxMessage {
         let meta = message.metadata
         return OutboxMessage(stateID: pause.stateID, runID: pause.runID, purpose: purpose,
-                             kind: meta.pushType == .alert ? .alert : .liveactivity, topic: meta.topic(topic),
+                             kind: meta.pushType, topic: meta.topic(topic),
                              priority: meta.priority, collapseID: meta.collapseID, expiresAt: expiry,
                              payload: message.json)
     }
@@ -205,13 +205,13 @@ struct Notifier: Sendable {
     /// owns retries) and settles each answer; one `apns.fanout` line sums it up.
     func send(_ items: [OutboxItem], receivedAt: Double, runID: String?, purpose: String) async {
         guard !items.isEmpty, let apns else { return }
-        let started = Clock.monotonic()
+        let started = SystemClock.monotonic()
         let relay = self.relay
         // Answers reach the relay in batches, one actor hop per `Relay.settleBatch` pushes rather than one per push.
         let answered = Mutex<[(OutboxItem, Delivery, Double)]>([])
         let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries) { index, delivery in
             let batch = answered.withLock { answers -> [(OutboxItem, Delivery, Double)] in
-                answers.append((items[index], delivery, Clock.monotonic() - receivedAt))
+                answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
                 guard answers.count >= Relay.settleBatch else { return [] }
                 defer { answers.removeAll(keepingCapacity: true) }
                 return answers
@@ -221,7 +221,7 @@ struct Notifier: Sendable {
         await relay.settled(answered.withLock { answers in defer { answers.removeAll() }; return answers })
         await relay.flushSettled()
         Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
-                                 "delivered": String(delivered), "ms": String(Int((Clock.monotonic() - started) * 1000))])
+                                 "delivered": String(delivered), "ms": String(Int((SystemClock.monotonic() - started) * 1000))])
     }
 
     /// `POST /devices/{id}/test`: one plain alert to the device, answered with APNs' verdict.
@@ -234,9 +234,9 @@ struct Notifier: Sendable {
                                           "sound": "default"]]
         let push = Push(kind: .alert, deviceToken: device.token, environment: device.environment, topic: topic,
                         priority: 10, collapseID: nil, expiration: 0, payload: payload.encoded())
-        let started = Clock.monotonic()
+        let started = SystemClock.monotonic()
         let delivery = await apns.deliver(push, to: device)
-        await relay.delivered(delivery, push: push, device: device, runID: nil, seconds: Clock.monotonic() - started)
+        await relay.delivered(delivery, push: push, device: device, runID: nil, seconds: SystemClock.monotonic() - started)
         var body: [String: JSONValue] = ["sent": .bool(delivery.outcome.isDelivered),
                                          "environment": .string(delivery.environment.rawValue),
                                          "outcome": .string(delivery.outcome.label)]

@@ -85,7 +85,7 @@ extension Relay {
         }
         for item in items { sending.insert(item.id) }
         Log.info("outbox.resend", ["pushes": String(items.count)])
-        background { notifier in await notifier.send(items, receivedAt: Clock.monotonic(), runID: nil, purpose: "resend") }
+        background { notifier in await notifier.send(items, receivedAt: SystemClock.monotonic(), runID: nil, purpose: "resend") }
     }
 
     /// Drops stored pushes past their expiry and message rows nothing refers to.

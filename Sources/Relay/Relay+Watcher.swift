@@ -103,7 +103,7 @@ extension Relay {
 
     /// Applies the watcher's actions in order. A store write that fails stops the effect it guards and is undone
     /// in the watcher, and the run is read again on the retry schedule: the step is taken again, not forgotten.
-    func apply(_ actions: [Watcher.Action], receivedAt: Double = Clock.monotonic()) {
+    func apply(_ actions: [Watcher.Action], receivedAt: Double = SystemClock.monotonic()) {
         var skipped: Set<String> = []
         for action in actions {
             do {
@@ -189,7 +189,7 @@ extension Relay {
     // MARK: - Jobs
 
     /// Runs a pause job off the actor (one per key at a time); a failure keeps it for `retryDueWork`.
-    func start(_ job: PauseJob, receivedAt: Double = Clock.monotonic()) {
+    func start(_ job: PauseJob, receivedAt: Double = SystemClock.monotonic()) {
         jobs[job.key] = job
         guard runningJobs.insert(job.key).inserted else { return }
         background { notifier in

@@ -35,7 +35,7 @@ actor Relay {
     let now: @Sendable () -> Double
 
     init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool,
-         now: @escaping @Sendable () -> Double = Clock.unixNow) throws {
+         now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
         watcher = Watcher(pauses: try store.allPauses())
         // Pauses whose announce never reached the outbox before the last stop, and pushes still stored: both resume.
         let started = now()

@@ -4,8 +4,8 @@ import RelayCore
 /// The relay's start-up and shutdown, wiring only: config → store → APNs → loop (HTTP API, Prefect client,
 /// events socket) → wait for a signal → finish in-flight pushes → close. The `prefect-push` executable calls
 /// `RelayMain.run()`; everything else in the module stays internal.
-public enum RelayMain {
-    public static let version = "0.1.0"
+package enum RelayMain {
+    package static let version = "0.1.0"
 
     static func environment() -> [String: String] {
         var env: [String: String] = [:]
@@ -44,9 +44,9 @@ public enum RelayMain {
 
 
     /// Routes SIGTERM/SIGINT to the relay's orderly shutdown; call first.
-    public static func installSignalHandlers() { Signals.install() }
+    package static func installSignalHandlers() { Signals.install() }
 
-    public static func run() async -> Never {
+    package static func run() async -> Never {
         await handleCommand()
         Hardening.disableCoreDumps()
         let config: Config
@@ -99,7 +99,7 @@ public enum RelayMain {
         let relay: Relay
         do { relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
         await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
-                                    uiRoot: config.prefectUI, topic: config.apnsTopic, now: Clock.unixNow))
+                                    uiRoot: config.prefectUI, topic: config.apnsTopic, now: SystemClock.unixNow))
         return Parts(apns: apns, prefectHTTP: prefectHTTP, prefect: prefect, relay: relay)
     }
 
@@ -161,8 +161,8 @@ public enum RelayMain {
     private static func stop(_ running: Running, _ parts: Parts) async {
         running.events.stop()
         running.ticker.cancel()
-        let deadline = Clock.monotonic() + 5
-        while await parts.relay.backgroundWork > 0 && Clock.monotonic() < deadline {
+        let deadline = SystemClock.monotonic() + 5
+        while await parts.relay.backgroundWork > 0 && SystemClock.monotonic() < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
         parts.apns?.shutdown()

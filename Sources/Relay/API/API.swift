@@ -9,9 +9,9 @@ struct API: Sendable {
     var maxDevices: Int = Config.defaultMaxDevices
 
     func handle(_ request: APIRequest) async -> APIResponse {
-        let started = Clock.monotonic()
+        let started = SystemClock.monotonic()
         let response = await answer(request)
-        let ms = Int((Clock.monotonic() - started) * 1000)
+        let ms = Int((SystemClock.monotonic() - started) * 1000)
         let level: Config.LogLevel = response.status >= 500 ? .warn : (response.status >= 400 ? .info : .debug)
         Log.emit(level, "api.request", ["route": request.route.name, "method": request.method,
                                         "status": String(response.status), "ms": String(ms)])

@@ -32,7 +32,7 @@ actor Authorizer {
     private let now: @Sendable () -> Double
 
     init(check: @escaping @Sendable (String?) async -> Result<Int, HTTPFailure>,
-         now: @escaping @Sendable () -> Double = Clock.unixNow) {
+         now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
         self.check = check
         self.now = now
     }

@@ -5,7 +5,7 @@ extension APNsClient {
     /// ignored) and applies the device rules: BadDeviceToken tries the other host, and dead tokens come back
     /// as `.dropDevice`, `.dropStartToken` or `.dropActivityToken` depending on which token the push used.
     /// `retry` overrides the client's policy for 429/5xx (the outbox passes `.noRetries`: it retries on its own).
-    func deliver(_ push: Push, to device: Device, retry: RetryPolicy? = nil) async -> Delivery {
+    package func deliver(_ push: Push, to device: Device, retry: RetryPolicy? = nil) async -> Delivery {
         let role = TokenRole(token: push.deviceToken, device: device)
         let first = await send(push.on(device.environment), retry: retry)
         var second: APNsOutcome?

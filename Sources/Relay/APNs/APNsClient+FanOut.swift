@@ -3,7 +3,7 @@ import RelayCore
 extension APNsClient {
     /// Pushes of one fan-out in flight at once. A connection carries at most 1,000 streams (`Options`), so a
     /// window twice that keeps every stream busy while bounding the memory of a fan-out to thousands of phones.
-    static let fanOutWindow = 2_048
+    package static let fanOutWindow = 2_048
 
     /// Delivers every item with the device rules of `deliver(_:to:)` (the other host on BadDeviceToken, dead tokens
     /// reported) and the retry rules of `send` (`retry`, default the client's policy), at most `window` at a time,
@@ -11,7 +11,7 @@ extension APNsClient {
     ///
     /// No task per push: requests go to each host's connection in batches (`APNsConnection.submit`) and answers
     /// come back through one stream, so a fan-out to thousands of phones costs one task, not thousands.
-    func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: RetryPolicy? = nil,
+    package func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: RetryPolicy? = nil,
                 done: @escaping @Sendable (_ index: Int, _ delivery: Delivery) async -> Void) async -> Int {
         guard !items.isEmpty else { return 0 }
         var fan = FanOut(items: items, policy: retry ?? self.retry)

@@ -6,12 +6,12 @@ import RelayCore
 /// `send` applies the retry rules (403 provider-token errors: re-sign and retry once; 429, 5xx and
 /// unreachable: bounded backoff). `deliver` adds the device rules and returns the store effect for the
 /// caller, which owns the store, to apply.
-final class APNsClient: Sendable {
-    struct Options: Sendable {
-        var connection = APNsConnection.Options()
+package final class APNsClient: Sendable {
+    package struct Options: Sendable {
+        package var connection = APNsConnection.Options()
         var retry = RetryPolicy()
         var tokenPolicy = ProviderTokenPolicy()
-        init() {}
+        package init() {}
     }
 
     private let production: APNsConnection
@@ -21,7 +21,7 @@ final class APNsClient: Sendable {
 
     /// Builds the client from configuration, or nil when no APNs key is configured (the relay then runs
     /// without APNs). Throws `ConfigError` naming the variable for a bad key or CA file.
-    static func make(config: Config, options: Options = Options()) throws -> APNsClient? {
+    package static func make(config: Config, options: Options = Options()) throws -> APNsClient? {
         guard let credentials = config.apns else { return nil }
         return try APNsClient(credentials: credentials, production: config.apnsProduction,
                               development: config.apnsDevelopment, caFile: config.apnsCAFile, options: options)
@@ -51,7 +51,7 @@ final class APNsClient: Sendable {
     deinit { shutdown() }
 
     /// Closes both connections; pushes still waiting finish as not sent. Idempotent.
-    func shutdown() {
+    package func shutdown() {
         production.close()
         development.close()
     }

@@ -8,10 +8,10 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing
 /// but the `inbox` Mutex and the eventfd. Every other stored `var` belongs to the loop thread.
-final class APNsConnection: @unchecked Sendable {
-    struct Options: Sendable {
+package final class APNsConnection: @unchecked Sendable {
+    package struct Options: Sendable {
         /// Per-request deadline: a push with no answer by then finishes `.timedOut`.
-        var requestTimeoutMs = 10_000
+        package var requestTimeoutMs = 10_000
         var connectTimeoutMs = 5_000
         /// PING after this long without reading anything, and drop the link if the ack takes `pingTimeoutMs`.
         var pingIntervalMs = 45_000
@@ -62,7 +62,7 @@ final class APNsConnection: @unchecked Sendable {
     }
 
     /// TLS + HTTP/2 connections opened to any APNs host since start-up (`/metrics`). Safe from any thread.
-    static var linksOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
+    package static var linksOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
     static let openedCounter = Atomic<Int>(0)
 
     /// Sends one request on this host and waits for its answer (or timeout). Safe from any task.

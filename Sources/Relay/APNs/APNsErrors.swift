@@ -3,14 +3,14 @@ import COpenSSL
 import Glibc
 
 /// An OpenSSL failure: the function that failed and the drained error queue, on one line.
-public struct TLSError: Error, CustomStringConvertible {
+package struct TLSError: Error, CustomStringConvertible {
     let function: String
     let detail: String
 
-    public var description: String { detail.isEmpty ? "\(function) failed" : "\(function): \(detail)" }
+    package var description: String { detail.isEmpty ? "\(function) failed" : "\(function): \(detail)" }
 
     /// Builds the error from OpenSSL's thread-local queue, emptying it so the next call starts clean.
-    public init(_ function: String, detail: String? = nil) {
+    package init(_ function: String, detail: String? = nil) {
         self.function = function
         var messages: [String] = []
         while true {
@@ -26,7 +26,7 @@ public struct TLSError: Error, CustomStringConvertible {
 
     /// Throws unless OpenSSL's usual `1` (or positive) success value came back.
     @discardableResult
-    public static func check(_ result: Int32, _ function: String) throws(TLSError) -> Int32 {
+    package static func check(_ result: Int32, _ function: String) throws(TLSError) -> Int32 {
         guard result > 0 else { throw TLSError(function) }
         return result
     }
@@ -47,15 +47,15 @@ struct H2Error: Error, CustomStringConvertible {
 }
 
 /// A failed system call: errno and the call's name.
-public struct IOError: Error, CustomStringConvertible {
+package struct IOError: Error, CustomStringConvertible {
     let errnoCode: Int32
     let function: String
 
-    public var description: String { "\(function): \(String(cString: strerror(errnoCode)))" }
+    package var description: String { "\(function): \(String(cString: strerror(errnoCode)))" }
 
     /// Runs a system call, retrying on EINTR, and throws on -1.
     @discardableResult
-    public static func check(_ function: String, _ call: () -> Int32) throws(IOError) -> Int32 {
+    package static func check(_ function: String, _ call: () -> Int32) throws(IOError) -> Int32 {
         while true {
             let result = call()
             if result != -1 { return result }

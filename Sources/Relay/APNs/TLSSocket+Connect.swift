@@ -2,9 +2,9 @@ import COpenSSL
 import Glibc
 
 /// Why a connection attempt or a live connection failed, as one line for logs and outcomes.
-public struct TransportError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct TransportError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 extension TLSSocket {

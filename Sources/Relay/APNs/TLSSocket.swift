@@ -6,8 +6,8 @@ import Glibc
 ///
 /// Writes go through an outbox so a short `SSL_write` never loses bytes; reads drain everything OpenSSL
 /// has, since `poll()` cannot see bytes already decrypted and buffered inside the `SSL*`.
-public final class TLSSocket {
-    public let fd: Int32
+package final class TLSSocket {
+    package let fd: Int32
     private let ssl: OpaquePointer
     private var outbox: [UInt8] = []
     private var outboxStart = 0
@@ -15,11 +15,11 @@ public final class TLSSocket {
     /// An `SSL_read` asked to write first (TLS 1.3 key update); poll for POLLOUT and read again.
     private(set) var readWantsWrite = false
 
-    public enum Progress { case done, wantRead, wantWrite }
-    public enum ReadStatus { case open, closed(String) }
+    package enum Progress { case done, wantRead, wantWrite }
+    package enum ReadStatus { case open, closed(String) }
 
     /// Takes ownership of both `fd` and `ssl`.
-    public init(fd: Int32, ssl: OpaquePointer) {
+    package init(fd: Int32, ssl: OpaquePointer) {
         self.fd = fd
         self.ssl = ssl
         SSL_set_fd(ssl, fd)
@@ -34,7 +34,7 @@ public final class TLSSocket {
     }
 
     /// One step of the TLS handshake, as client (`SSL_connect`) or server (`SSL_accept`).
-    public func handshake(asClient: Bool) throws(TLSError) -> Progress {
+    package func handshake(asClient: Bool) throws(TLSError) -> Progress {
         ERR_clear_error()
         let result = asClient ? SSL_connect(ssl) : SSL_accept(ssl)
         if result == 1 { return .done }
@@ -64,7 +64,7 @@ public final class TLSSocket {
 
     /// Reads until OpenSSL has nothing more, handing each chunk to `sink` (which returns false to stop on a
     /// protocol error). `.closed` on EOF, error, or a refusing sink.
-    public func readAvailable(_ sink: (UnsafeBufferPointer<UInt8>) -> Bool) -> ReadStatus {
+    package func readAvailable(_ sink: (UnsafeBufferPointer<UInt8>) -> Bool) -> ReadStatus {
         readWantsWrite = false
         while true {
             ERR_clear_error()
@@ -88,14 +88,14 @@ public final class TLSSocket {
     // MARK: - Writing
 
     var pendingBytes: Int { outbox.count - outboxStart }
-    public var wantsWrite: Bool { pendingBytes > 0 || readWantsWrite }
+    package var wantsWrite: Bool { pendingBytes > 0 || readWantsWrite }
 
-    public func enqueue(_ bytes: UnsafeBufferPointer<UInt8>) {
+    package func enqueue(_ bytes: UnsafeBufferPointer<UInt8>) {
         outbox.append(contentsOf: bytes)
     }
 
     /// Writes as much of the outbox as the socket takes. Returns an error text when the connection is broken.
-    public func flush() -> String? {
+    package func flush() -> String? {
         while outboxStart < outbox.count {
             ERR_clear_error()
             let written = outbox.withUnsafeBytes { raw in

@@ -51,7 +51,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
     init(config: Config, deliver: @escaping @Sendable (SocketMessage) -> Void,
-         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = Clock.unixNow) {
+         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
         url = config.prefectAPI
         authToken = config.prefectSocketToken
         // Basic on the upgrade helps proxies in front of a self-hosted server. Cloud's subscriber sends the key only

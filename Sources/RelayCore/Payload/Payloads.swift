@@ -28,11 +28,6 @@ public enum Payloads {
         return alert(reminded, stateID: stateID)
     }
 
-    /// Whole minutes left before `timeoutAt` (rounded down, never negative): the N of a reminder.
-    public static func minutesLeft(timeoutAt: Int64, now: Int64) -> Int {
-        Int(max(0, timeoutAt - now) / 60)
-    }
-
     static func alertMetadata(_ props: WaitingProps, stateID: String) -> PushMessage.Metadata {
         PushMessage.Metadata(pushType: .alert, topicSuffix: "", priority: 10, collapseID: stateID, threadID: props.runId)
     }

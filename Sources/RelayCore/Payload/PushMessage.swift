@@ -2,12 +2,8 @@
 public struct PushMessage: Sendable, Equatable {
     /// How APNs is told what the body is.
     public struct Metadata: Sendable, Equatable {
-        public enum PushType: String, Sendable, Equatable {
-            case alert, liveactivity
-        }
-
         /// `apns-push-type`.
-        public var pushType: PushType
+        public var pushType: Push.Kind
         /// Appended to `APNS_TOPIC` for `apns-topic`: empty for alerts, `.push-type.liveactivity` for activities.
         public var topicSuffix: String
         /// `apns-priority`.
@@ -17,7 +13,7 @@ public struct PushMessage: Sendable, Equatable {
         /// The `aps.thread-id` the alert groups under (the run id); nil for activities.
         public var threadID: String?
 
-        public init(pushType: PushType, topicSuffix: String, priority: Int, collapseID: String?, threadID: String?) {
+        public init(pushType: Push.Kind, topicSuffix: String, priority: Int, collapseID: String?, threadID: String?) {
             self.pushType = pushType
             self.topicSuffix = topicSuffix
             self.priority = priority

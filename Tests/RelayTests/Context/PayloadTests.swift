@@ -84,11 +84,6 @@ import Testing
                              serverId: "x", uiRoot: "http://h") == nil)
     }
 
-    @Test(arguments: [(Int64(1000), Int64(700), 5), (1000, 701, 4), (1000, 1000, 0), (1000, 5000, 0), (1000, 941, 0)])
-    func minutesLeft(timeoutAt: Int64, now: Int64, expected: Int) {
-        #expect(Payloads.minutesLeft(timeoutAt: timeoutAt, now: now) == expected)
-    }
-
     // MARK: - The 4096-byte cut
 
     static func props(body: String, title: String = "Title") -> WaitingProps {

@@ -86,19 +86,19 @@ extension SharedPrefect {
                 try TestSocket.send(fd, Array("GET /push/health HTTP/1.1\r\nX-Slow: ".utf8))
                 slow.append(fd)
             }
-            let started = Clock.monotonic()
+            let started = SystemClock.monotonic()
             #expect(try relay.http.request("GET", "/push/health", timeout: 2).status == 200)
-            #expect(Clock.monotonic() - started < 1)
+            #expect(SystemClock.monotonic() - started < 1)
             // The header deadline (5 s) closes every slow connection, even one that keeps sending.
             let trickle = slow[0]
-            let deadline = Clock.monotonic() + 8
+            let deadline = SystemClock.monotonic() + 8
             var closedAfter: Double?
-            while Clock.monotonic() < deadline && closedAfter == nil {
+            while SystemClock.monotonic() < deadline && closedAfter == nil {
                 _ = send(trickle, "a", 1, Int32(MSG_NOSIGNAL))
                 var pfd = pollfd(fd: trickle, events: Int16(POLLIN), revents: 0)
                 if poll(&pfd, 1, 500) > 0 {
                     var byte: UInt8 = 0
-                    if recv(trickle, &byte, 1, 0) <= 0 { closedAfter = Clock.monotonic() - started }
+                    if recv(trickle, &byte, 1, 0) <= 0 { closedAfter = SystemClock.monotonic() - started }
                 }
             }
             #expect(closedAfter != nil && closedAfter! <= 7, "closed after \(closedAfter ?? -1) s")

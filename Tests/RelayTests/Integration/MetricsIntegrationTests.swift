@@ -106,8 +106,8 @@ import Testing
     }
 
     private func waitFor(_ what: String, seconds: Double = 30, _ condition: () throws -> Bool) throws {
-        let deadline = Clock.monotonic() + seconds
-        while Clock.monotonic() < deadline {
+        let deadline = SystemClock.monotonic() + seconds
+        while SystemClock.monotonic() < deadline {
             if (try? condition()) == true { return }
             sleepSeconds(0.1)
         }

@@ -132,8 +132,8 @@ final class EndToEnd: @unchecked Sendable {
 
 /// Polls `condition` every 0.1 s until it holds or `timeout` seconds pass (then throws naming `what`).
 func waitUntil(_ what: String, timeout: Double, _ condition: () throws -> Bool) throws {
-    let deadline = Clock.monotonic() + timeout
-    while Clock.monotonic() < deadline {
+    let deadline = SystemClock.monotonic() + timeout
+    while SystemClock.monotonic() < deadline {
         if try condition() { return }
         sleepSeconds(0.1)
     }

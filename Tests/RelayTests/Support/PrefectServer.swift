@@ -49,8 +49,8 @@ actor PrefectServer {
         let started = try ChildProcess(PrefectServer.binary, ["server", "start", "--host", "127.0.0.1", "--port", String(port)],
                                        environment: env, logPath: home + "/server.log")
         let http = TestHTTP(port: port)
-        let deadline = Clock.monotonic() + 120
-        while Clock.monotonic() < deadline {
+        let deadline = SystemClock.monotonic() + 120
+        while SystemClock.monotonic() < deadline {
             if let reply = try? http.request("GET", "/api/health", timeout: 2), reply.status == 200 {
                 process = started
                 return url
@@ -135,8 +135,8 @@ final class RelayProcess: @unchecked Sendable {
     private enum Health { case up, portTaken, down }
 
     private static func waitForHealth(_ process: ChildProcess, port: Int, base: String) -> Health {
-        let deadline = Clock.monotonic() + 20
-        while Clock.monotonic() < deadline {
+        let deadline = SystemClock.monotonic() + 20
+        while SystemClock.monotonic() < deadline {
             if let reply = try? TestHTTP(port: port).request("GET", base + "/health", timeout: 2), reply.status == 200 {
                 return .up
             }

@@ -37,9 +37,9 @@ final class ChildProcess: @unchecked Sendable {
     @discardableResult
     func stop(signal sig: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
         kill(pid, sig)
-        let deadline = Clock.monotonic() + timeout
+        let deadline = SystemClock.monotonic() + timeout
         var status: Int32 = 0
-        while Clock.monotonic() < deadline {
+        while SystemClock.monotonic() < deadline {
             if waitpid(pid, &status, WNOHANG) == pid {
                 ChildRegistry.shared.remove(pid)
                 return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
@@ -54,9 +54,9 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Waits for the process to exit by itself (bounded); returns the exit code.
     func waitForExit(timeout: Double) -> Int32? {
-        let deadline = Clock.monotonic() + timeout
+        let deadline = SystemClock.monotonic() + timeout
         var status: Int32 = 0
-        while Clock.monotonic() < deadline {
+        while SystemClock.monotonic() < deadline {
             if waitpid(pid, &status, WNOHANG) == pid {
                 ChildRegistry.shared.remove(pid)
                 return (status >> 8) & 0xff

@@ -92,9 +92,9 @@ enum TestSocket {
 
     static func receiveAll(_ fd: Int32, timeout: Double) throws -> [UInt8] {
         var data: [UInt8] = []
-        let deadline = Clock.monotonic() + timeout
+        let deadline = SystemClock.monotonic() + timeout
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while Clock.monotonic() < deadline {
+        while SystemClock.monotonic() < deadline {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&pfd, 1, 100)
             if ready == 0 {

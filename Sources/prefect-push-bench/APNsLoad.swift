@@ -1,21 +1,22 @@
+import Relay
 import RelayCore
 
-/// The relay's own APNs client under load, for `make bench` (throughput on one connection). Public only so the
-/// `prefect-push-bench` executable can drive it from a release build; the relay itself never calls it.
+/// The relay's own APNs client under load, for `make bench` (throughput on one connection), through the client's
+/// `package` API; the relay itself never calls it.
 ///
 /// Pushes go out the way the notifier fans out an announce (`APNsClient.fanOut`): one task per device, each
 /// `deliver(_:to:)` on the host's one shared connection.
-public enum APNsLoad {
-    public struct Result: Sendable {
-        public var pushes: Int
-        public var delivered: Int
-        public var seconds: Double
-        public var connectionsOpened: Int
+enum APNsLoad {
+    struct Result: Sendable {
+        var pushes: Int
+        var delivered: Int
+        var seconds: Double
+        var connectionsOpened: Int
     }
 
     /// Builds the client from the same environment the relay reads (`APNS_*`), connects with one push (the
     /// stream limit is 1 until APNs first answers 200), then times `pushes` alerts to distinct tokens.
-    public static func run(environment: [String: String], pushes: Int) async throws -> Result {
+    static func run(environment: [String: String], pushes: Int) async throws -> Result {
         var env = environment
         if env["PREFECT_API_URL"] == nil { env["PREFECT_API_URL"] = "http://127.0.0.1:1/api" }
         let config = try Config(environment: env)
@@ -42,9 +43,9 @@ public enum APNsLoad {
         let warm = item(0)
         _ = await client.deliver(warm.push, to: warm.device)
         let items = (1...pushes).map(item)
-        let started = Clock.monotonic()
+        let started = SystemClock.monotonic()
         let delivered = await client.fanOut(items) { _, _ in }
-        let seconds = Clock.monotonic() - started
+        let seconds = SystemClock.monotonic() - started
         return Result(pushes: pushes, delivered: delivered, seconds: seconds,
                       connectionsOpened: APNsConnection.linksOpenedTotal - opened)
     }

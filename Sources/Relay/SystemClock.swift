@@ -2,7 +2,7 @@ import Glibc
 
 /// The relay's two clocks, read in one place: wall time for what is stored and sent, CLOCK_MONOTONIC for
 /// durations, deadlines and timers (it never jumps with the wall clock).
-enum Clock {
+package enum SystemClock {
     /// Wall-clock time as unix seconds.
     @Sendable static func unixNow() -> Double {
         var now = timespec()
@@ -11,16 +11,16 @@ enum Clock {
     }
 
     /// Monotonic seconds, for measuring durations.
-    static func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
+    package static func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock Python's `time.monotonic_ns()` reads on Linux, which the benchmark
 /// relies on to compare stamps across processes).
-public func monotonicNanoseconds() -> Int64 {
+package func monotonicNanoseconds() -> Int64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
 }
 
 /// Monotonic milliseconds, for deadlines and timers.
-public func monotonicMs() -> Int64 { monotonicNanoseconds() / 1_000_000 }
+package func monotonicMs() -> Int64 { monotonicNanoseconds() / 1_000_000 }
