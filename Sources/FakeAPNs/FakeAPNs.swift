@@ -160,7 +160,7 @@ final class FakeAPNsLedger: Sendable {
         var nextID = 0
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
     private let onRequest: (@Sendable (FakeAPNs.Request) -> Void)?
 
     init(onRequest: (@Sendable (FakeAPNs.Request) -> Void)?) { self.onRequest = onRequest }

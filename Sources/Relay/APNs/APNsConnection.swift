@@ -40,7 +40,7 @@ package final class APNsConnection: @unchecked Sendable {
     let options: Options
     let tls: TLSContext
     private let wakeSignal: WakeSignal
-    private let inbox = Mutex(Inbox())
+    private let inbox = Locked(Inbox())
 
     // Loop-thread state.
     var link: APNsLink?

@@ -63,7 +63,7 @@ final class HTTPPool: @unchecked Sendable {
     let options: Options
     let userAgent = "prefect-push/\(RelayMain.version)"
     private let wakeSignal: WakeSignal
-    private let inbox = Mutex(Inbox())
+    private let inbox = Locked(Inbox())
 
     // Loop-thread state.
     var waiting: [PooledCall] = []
