@@ -27,7 +27,7 @@ package final class APNsConnection: @unchecked Sendable {
         init() {}
     }
 
-    private struct Inbox {
+    private struct Inbox: LoopInbox {
         var pushes: [PendingPush] = []
         var closing = false
         var recycle = false
@@ -106,14 +106,7 @@ package final class APNsConnection: @unchecked Sendable {
 
     /// Stops the loop thread: waiting pushes finish `.notSent`, in-flight ones `.lost`. Idempotent.
     func close() {
-        let thread = inbox.withLock { inbox -> pthread_t? in
-            inbox.closing = true
-            defer { inbox.thread = nil }
-            return inbox.thread
-        }
-        guard let thread else { return }
-        wake()
-        pthread_join(thread, nil)
+        inbox.closeLoop(wake: wake)
     }
 
     /// Stops opening streams on the current link and moves new ones to a fresh link; streams in flight

@@ -50,7 +50,7 @@ final class HTTPPool: @unchecked Sendable {
         let result: Result<ByteStream, TransportError>
     }
 
-    private struct Inbox {
+    private struct Inbox: LoopInbox {
         var calls: [PooledCall] = []
         var connected: [Connected] = []
         var closing = false
@@ -118,14 +118,7 @@ final class HTTPPool: @unchecked Sendable {
     /// Stops the loop thread: waiting and in-flight calls fail, connections close. Idempotent; any thread but
     /// the loop's.
     func close() {
-        let thread = inbox.withLock { inbox -> pthread_t? in
-            inbox.closing = true
-            defer { inbox.thread = nil }
-            return inbox.thread
-        }
-        guard let thread else { return }
-        wake()
-        pthread_join(thread, nil)
+        inbox.closeLoop(wake: wake)
     }
 
     /// Takes what other threads queued. Loop thread only.
