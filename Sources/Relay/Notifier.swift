@@ -5,7 +5,7 @@ import Synchronization
 /// builds one `WaitingProps` per pause, writes every device's push to the outbox (through the relay, which owns
 /// the store), then fans out to every device at once over the shared connections. Runs off the relay actor.
 struct Notifier: Sendable {
-    let relay: Relay
+    let relay: Coordinator
     let gatherer: ContextGatherer
     let apns: APNsClient?
     let uiRoot: String
@@ -207,12 +207,12 @@ struct Notifier: Sendable {
         guard !items.isEmpty, let apns else { return }
         let started = SystemClock.monotonic()
         let relay = self.relay
-        // Answers reach the relay in batches, one actor hop per `Relay.settleBatch` pushes rather than one per push.
+        // Answers reach the relay in batches, one actor hop per `Coordinator.settleBatch` pushes rather than one per push.
         let answered = Mutex<[(OutboxItem, Delivery, Double)]>([])
         let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries) { index, delivery in
             let batch = answered.withLock { answers -> [(OutboxItem, Delivery, Double)] in
                 answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
-                guard answers.count >= Relay.settleBatch else { return [] }
+                guard answers.count >= Coordinator.settleBatch else { return [] }
                 defer { answers.removeAll(keepingCapacity: true) }
                 return answers
             }

@@ -85,7 +85,7 @@ package enum RelayMain {
         let apns: APNsClient?
         let prefectHTTP: HTTPPool
         let prefect: PrefectClient
-        let relay: Relay
+        let relay: Coordinator
     }
 
     private static func build(_ config: Config) async -> Parts {
@@ -96,8 +96,8 @@ package enum RelayMain {
         let prefectHTTP: HTTPPool
         do { prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile)) } catch { fail("\(error)") }
         let prefect = PrefectClient(config: config, http: prefectHTTP)
-        let relay: Relay
-        do { relay = try Relay(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
+        let relay: Coordinator
+        do { relay = try Coordinator(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
         await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
                                     uiRoot: config.prefectUI, topic: config.apnsTopic, now: SystemClock.unixNow))
         return Parts(apns: apns, prefectHTTP: prefectHTTP, prefect: prefect, relay: relay)
@@ -149,7 +149,7 @@ package enum RelayMain {
         }
         let ticker = Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(Relay.tickInterval))
+                try? await Task.sleep(for: .seconds(Coordinator.tickInterval))
                 await relay.tick()
             }
         }

@@ -3,7 +3,7 @@ import RelayCore
 /// The API's behaviour once a request is framed (DESIGN.md §3): credential, body, then the relay.
 /// Runs on the cooperative pool; the loop thread only frames and writes.
 struct API: Sendable {
-    let relay: Relay
+    let relay: Coordinator
     let authorizer: Authorizer
     /// `MAX_DEVICES`: registering a new device beyond it is a 409.
     var maxDevices: Int = Config.defaultMaxDevices

@@ -5,7 +5,7 @@ import RelayCore
 /// writes first (in order, on this actor), then the pushes they guard, off the actor so a slow phone or a slow
 /// Prefect read never holds up the next event. A write the store refuses is undone in the watcher's memory too,
 /// and the run is read again later: memory never claims what the store does not hold.
-extension Relay {
+extension Coordinator {
     static let listingInterval: Double = 60
     /// While the events socket is down, the listing is what finds pauses (REST may well still work).
     static let disconnectedListingInterval: Double = 3
@@ -65,7 +65,7 @@ extension Relay {
         let time = now()
         apply(watcher.handle(.tick, now: time))
         // A refused credential is refused on REST too: list at the slow pace rather than every 3 s.
-        let interval = subscribed || authRejected ? Relay.listingInterval : Relay.disconnectedListingInterval
+        let interval = subscribed || authRejected ? Coordinator.listingInterval : Coordinator.disconnectedListingInterval
         if time - lastListing >= interval { requestListing() }
         retryDueWork(now: time)
         flushSettled()
@@ -247,7 +247,7 @@ extension Relay {
 
 // MARK: - Flow habits
 
-extension Relay {
+extension Coordinator {
     /// Whether an announce of this flow's pause with no context yet should wait for a late context event.
     func shouldWaitForContext(flowID: String?) -> Bool { habits.shouldWait(flowID: flowID) }
 

@@ -3,7 +3,7 @@ import RelayCore
 /// The durable outbox's bookkeeping on the actor that owns the store: a fan-out is written before it is sent
 /// (`enqueue`), each answer is settled in batches (one transaction per `settleBatch` answers, not per push), and
 /// stored pushes that are due (after a restart, a lost connection, a 429/5xx) are sent again (`drainOutbox`).
-extension Relay {
+extension Coordinator {
     /// Answers written per transaction. A kill between two flushes resends at most this many delivered pushes,
     /// which `apns-collapse-id` folds into one notification on the phone.
     static let settleBatch = 64
@@ -48,7 +48,7 @@ extension Relay {
                                       "attempts": String(item.attempts + 1)])
         }
         settling.append((item.id, verdict))
-        if settling.count >= Relay.settleBatch { flushSettled() }
+        if settling.count >= Coordinator.settleBatch { flushSettled() }
     }
 
     /// Writes the answers gathered so far in one transaction. If the store refuses, they stay in memory (and their

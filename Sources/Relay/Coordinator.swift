@@ -2,8 +2,8 @@ import RelayCore
 
 /// The relay's one owner of state: the SQLite store (one connection, touched only here), the Watcher's memory,
 /// the live status `/health` reports and the metrics. The API, the events socket's messages and the notifier's
-/// APNs answers all come through it, one at a time (see `Relay+Watcher.swift`, `Relay+Devices.swift`).
-actor Relay {
+/// APNs answers all come through it, one at a time (see `Coordinator+Watcher.swift`, `Coordinator+Devices.swift`).
+actor Coordinator {
     let store: Store
     let prefect: PrefectClient
     private let apnsConfigured: Bool
@@ -139,7 +139,7 @@ actor Relay {
     }
 }
 
-extension Relay {
+extension Coordinator {
     /// Checkpoints the store's WAL at shutdown (the connection itself closes with the process).
     func checkpoint() {
         do { try store.database.execute("PRAGMA wal_checkpoint(TRUNCATE)") } catch {

@@ -1,7 +1,7 @@
 import RelayCore
 
 /// What the notifier needs from the store, and the store effects of APNs' answers. One actor hop each.
-extension Relay {
+extension Coordinator {
     func countAnnounced() { metrics.announced += 1 }
 
     /// Custom events about the run seen live on the socket (see `RecentRunEvents`).
