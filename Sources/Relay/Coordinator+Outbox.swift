@@ -78,11 +78,8 @@ extension Coordinator {
             Log.error("store.failed", ["action": "drain", "error": "\(error)"])
             return
         }
-        guard !items.isEmpty else {
-            // Only pushes already under way are due: look again when their answers are in.
-            if let next = nextDueMs, next <= nowMs(), sending.isEmpty { nextDueMs = nil }
-            return
-        }
+        // Empty: only pushes already under way are due; their answers reschedule what needs it.
+        guard !items.isEmpty else { return }
         for item in items { sending.insert(item.id) }
         Log.info("outbox.resend", ["pushes": String(items.count)])
         background { notifier in await notifier.send(items, receivedAt: SystemClock.monotonic(), runID: nil, purpose: "resend") }

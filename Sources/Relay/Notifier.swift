@@ -162,9 +162,10 @@ struct Notifier: Sendable {
 
     /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
     private func withLiveEvents(_ context: inout PauseContext, runID: String) async -> AlertText {
-        let stored = Set(context.events.compactMap(\.id))
         let live = await relay.liveEvents(runID: runID)
-        for event in live.events where event.id == nil || !stored.contains(event.id!) {
+        // Whole events are compared: one without an id must not be added again each time the grace loop looks.
+        let stored = Set(context.events.compactMap(\.id))
+        for event in live.events where event.id.map({ !stored.contains($0) }) ?? !context.events.contains(event) {
             context.events.append(event)
         }
         // Artifacts seen live, newest first, ahead of what was read (the same artifact twice changes nothing).

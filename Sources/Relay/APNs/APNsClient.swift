@@ -59,8 +59,8 @@ package final class APNsClient: Sendable {
     // MARK: - Sending
 
     /// Sends one push to `push.environment`'s host, retrying per the rules above, and logs each answer.
-    func send(_ push: Push, retry: RetryPolicy? = nil) async -> APNsOutcome {
-        let policy = retry ?? self.retry
+    func send(_ push: Push) async -> APNsOutcome {
+        let policy = retry
         guard var token = currentToken() else { return .unreachable("could not sign the provider token") }
         var state = RetryState()
         while true {

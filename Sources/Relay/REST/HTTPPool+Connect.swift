@@ -7,11 +7,14 @@ import RelayCore
 // short-lived thread of its own and handed back through the inbox. (A thread costs ~0.1-1 ms to get scheduled on a
 // busy 2-core machine, which is why addresses don't take that path.)
 
-/// A connection being opened on the loop thread. Loop thread only.
+/// A connection being opened on the loop thread. Loop thread only. It owns its socket until it hands it on: a
+/// plain fd is closed in `deinit` unless `handOver()` took it; a `TLSSocket` closes its own.
 final class PendingConnect {
     enum Phase {
         case tcp(fd: Int32)
         case tls(TLSSocket)
+        /// The socket went to a stream.
+        case handedOver
     }
 
     let id: Int
@@ -28,19 +31,22 @@ final class PendingConnect {
         self.deadline = deadline
     }
 
+    deinit {
+        if case .tcp(let fd) = phase { close(fd) }
+    }
+
     var fd: Int32 {
         switch phase {
         case .tcp(let fd): return fd
         case .tls(let socket): return socket.fd
+        case .handedOver: return -1
         }
     }
 
-    /// Closes a plain fd not yet handed to a stream (a `TLSSocket` closes its own).
-    func abandon() {
-        if case .tcp(let fd) = phase {
-            close(fd)
-            phase = .tcp(fd: -1)
-        }
+    /// Gives the plain fd to its stream: from here on the stream closes it.
+    func handOver(_ fd: Int32) -> Int32 {
+        phase = .handedOver
+        return fd
     }
 }
 
@@ -132,7 +138,9 @@ extension HTTPPool {
                 var one: Int32 = 1
                 // Requests are small and latency-bound; don't let Nagle hold them back.
                 setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                guard pending.origin.tls, let tlsContext else { return finish(pending, .success(PlainSocket(fd: fd)), now) }
+                guard pending.origin.tls, let tlsContext else {
+                    return finish(pending, .success(PlainSocket(fd: pending.handOver(fd))), now)
+                }
                 let ssl: OpaquePointer
                 do { ssl = try tlsContext.makeSSL(host: pending.origin.host) } catch { throw TransportError(error.description) }
                 pending.phase = .tls(TLSSocket(fd: fd, ssl: ssl))  // the TLSSocket owns the fd from here
@@ -146,15 +154,13 @@ extension HTTPPool {
             case .wantWrite: pending.events = Int16(POLLOUT)
             }
         } catch {
-            pending.abandon()
-            finish(pending, .failure(error), now)
+            finish(pending, .failure(error), now)  // dropped here: its socket closes with it
         }
     }
 
     /// Fails inline connects past their deadline.
     func expireConnects(now: Int64) {
         for pending in opening where now >= pending.deadline {
-            pending.abandon()
             finish(pending, .failure(TransportError("connect to \(pending.origin.authority) timed out")), now)
         }
     }

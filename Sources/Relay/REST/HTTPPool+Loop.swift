@@ -149,8 +149,7 @@ extension HTTPPool {
         let reason = HTTPFailure(reason: "the relay is shutting down")
         for connection in connections { connection.takeCall()?.finish(.failure(reason)) }
         connections.removeAll()
-        for pending in opening { pending.abandon() }
-        opening.removeAll()
+        opening.removeAll()  // each closes its socket
         for call in waiting { call.finish(.failure(reason)) }
         waiting.removeAll()
         for call in takeInbox().calls { call.finish(.failure(reason)) }

@@ -12,7 +12,7 @@ extension Store {
                                          payload)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
             """)
-        // A token already queued for the same message (a retried announce) keeps its row and its attempts.
+        // One row per token and message: a token registered under two device ids is sent the message once.
         let insertRow = try statement("""
             INSERT INTO outbox (message_id, device_id, token, due_ms) VALUES (?1, ?2, ?3, ?4)
             ON CONFLICT (message_id, token) DO NOTHING

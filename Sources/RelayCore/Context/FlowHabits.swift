@@ -27,8 +27,6 @@ public struct FlowHabits: Sendable {
         self.runCapacity = runCapacity
     }
 
-    public func habit(of flowID: String) -> Habit? { habits[flowID] }
-
     /// Whether a pause of this flow with no context yet should wait for a late context event.
     public func shouldWait(flowID: String?) -> Bool {
         guard let flowID else { return true }

@@ -12,9 +12,6 @@ public enum PushPurpose: String, Sendable, Equatable, CaseIterable {
     case reminder
     /// The Live Activity end, to the activity's update token.
     case end
-
-    /// Worth sending only while the pause waits: an alert about a run that moved on is noise.
-    public var needsWaitingPause: Bool { self != .end }
 }
 
 /// One body for many tokens: what a fan-out writes once, whatever the number of devices.
@@ -51,17 +48,13 @@ public struct OutboxMessage: Sendable, Equatable {
 }
 
 /// A message and who gets it: the unit the store writes in one transaction.
-public struct OutboxBatch: Sendable, Equatable {
+public struct OutboxBatch: Sendable {
     public var message: OutboxMessage
     public var recipients: [(device: Device, token: String)]
 
     public init(message: OutboxMessage, recipients: [(device: Device, token: String)]) {
         self.message = message
         self.recipients = recipients
-    }
-
-    public static func == (a: OutboxBatch, b: OutboxBatch) -> Bool {
-        a.message == b.message && a.recipients.elementsEqual(b.recipients) { $0.device == $1.device && $0.token == $1.token }
     }
 }
 

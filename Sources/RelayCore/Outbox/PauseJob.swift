@@ -41,7 +41,7 @@ public struct PauseJob: Sendable, Equatable {
 }
 
 /// When failed work is tried again, by key: `Backoff`'s doubling from `initial` to `maximum`, jittered.
-public struct RetryTimes: Sendable, Equatable {
+public struct RetryTimes: Sendable {
     public var initial: Double
     public var maximum: Double
     private var entries: [String: (failures: Int, at: Double)] = [:]
@@ -50,8 +50,6 @@ public struct RetryTimes: Sendable, Equatable {
         self.initial = initial
         self.maximum = maximum
     }
-
-    public var count: Int { entries.count }
 
     public func contains(_ key: String) -> Bool { entries[key] != nil }
 
@@ -76,8 +74,4 @@ public struct RetryTimes: Sendable, Equatable {
         entries.filter { $0.value.at <= now }.sorted { ($0.value.at, $0.key) < ($1.value.at, $1.key) }.map(\.key)
     }
 
-    public static func == (a: RetryTimes, b: RetryTimes) -> Bool {
-        a.initial == b.initial && a.maximum == b.maximum && a.entries.count == b.entries.count
-            && a.entries.allSatisfy { key, value in b.entries[key].map { $0 == value } ?? false }
-    }
 }

@@ -52,14 +52,14 @@ import Testing
         #expect(again.first?.attempts == 1)
     }
 
-    @Test func aRetriedFanOutKeepsTheRowsAlreadyQueued() throws {
+    @Test func eachFanOutIsAMessageOfItsOwn() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
         let phones = try devices(store, 2)
         let batch = OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })
         let first = try store.enqueue([batch], dueMs: 0)
         #expect(first.count == 2)
-        // A second message row for the same pause is new, so its rows are new: the unique key is per message.
+        // A second fan-out of the same pause is a new message with rows of its own: the unique key is per message.
         #expect(try store.enqueue([batch], dueMs: 0).count == 2)
     }
 
