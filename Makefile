@@ -65,7 +65,8 @@ $(KUBERNETES_VALIDATE): $(PREFECT)
 	$(VENV)/bin/pip install -q --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
 
 # Release: the Swift runtime, the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) and
-# libstdc++ are linked in statically, so the node needs only glibc (2.36+, see PACK_RELOCS), libm and libgcc_s.
+# libstdc++ are linked in statically (OpenSSL built from Debian's source with only what is used: deploy/openssl.sh),
+# so the node needs only glibc (2.36+, see PACK_RELOCS), libm and libgcc_s.
 # deploy/static-libs.sh explains how; the debug and test builds don't use it and stay dynamic.
 build: deps-apt
 	@sh deploy/static-libs.sh $(STATIC_DIR)
@@ -77,11 +78,13 @@ debug: deps-apt
 	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
 
 # Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
-# Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate), each
+# Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate) and the
+# release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL), each
 # fuzz harness has run a few seconds and the quick fault-injection scenarios have passed.
 test: deps k8s-validate
 	@sh deploy/static-libs.sh $(STATIC_DIR)
 	$(SWIFT) build $(RELEASE_FLAGS)
+	$(VENV)/bin/python tools/release-smoke.py
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory chaos-quick

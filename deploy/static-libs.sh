@@ -9,6 +9,7 @@
 #   OUT/lib/libstdc++.a       the same for GCC's static libstdc++ (the Swift runtime's C++ parts): SwiftPM links
 #                             `-lstdc++`, and OUT/lib is searched before the system directories, so the release
 #                             binary carries the ~70 kB of it that it uses instead of needing libstdc++.so.6 (2.2 MB)
+# OpenSSL is not Debian's archive but a trimmed build of Debian's OpenSSL source (deploy/openssl.sh, into OUT/openssl).
 # `make build` passes `--pkg-config-path OUT/pkgconfig`; debug and test builds don't, and stay dynamic.
 # SQLite's unused built-in extensions are left out: OUT/lib/libsqlite3.a puts a one-member archive of stubs
 # (deploy/sqlite-extensions-off.c) ahead of Debian's, so the linker takes those symbols from it.
@@ -17,8 +18,12 @@ out=${1:?usage: static-libs.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 libdir=$(pkg-config --variable=libdir libwebsockets)
 mkdir -p "$out/pkgconfig" "$out/lib"
+out=$(cd "$out" && pwd)
+
+sh "$here/openssl.sh" "$out/openssl"
 
 archive() {
+    case $1 in ssl|crypto) printf '%s/openssl/lib/lib%s.a ' "$out" "$1"; return ;; esac
     [ -f "$libdir/lib$1.a" ] || { echo "missing $libdir/lib$1.a (install the -dev package)" >&2; exit 1; }
     printf '%s/lib%s.a ' "$libdir" "$1"
 }

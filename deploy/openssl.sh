@@ -1,0 +1,71 @@
+#!/bin/sh
+# Builds the OpenSSL the release binary links: Debian's own OpenSSL 3.0 source (the newest bookworm or
+# bookworm-security has), configured with only what the relay and libwebsockets use. Debian's libcrypto.a carries
+# every algorithm, and the default provider's tables reach nearly all of them, so the linker keeps 3.3 MB of it; this
+# one is 1.6 MB (README "Footprint").
+#
+#   deploy/openssl.sh OUT      -> OUT/lib/libcrypto.a, OUT/lib/libssl.a, OUT/VERSION (skipped when already built)
+#
+# Kept: TLS 1.2 and 1.3 clients and servers (the fake APNs uses this build too), ECDHE with X25519 and the NIST
+# curves, RSA and ECDSA certificates, AES-GCM, ChaCha20-Poly1305, SHA-1/2/3, PEM and PKCS#8 keys, X.509
+# verification. Left out: old protocols (SSL 3, TLS 1.0/1.1, DTLS), legacy and national ciphers and digests,
+# finite-field DH and DSA, engines, dynamic modules, CMS/TS/CT/OCSP, and config-file autoloading. OPENSSLDIR is
+# Debian's (/usr/lib/ssl), so the system CA bundle and SSL_CERT_FILE are found exactly as before. A symbol the
+# relay or libwebsockets needs from a part left out fails the link; nothing degrades silently.
+#
+# Compiled -Os with a section per function and no unwind tables (C code that never unwinds; the hand-written
+# assembly keeps its own CFI), so the linker drops every function nothing calls. About 35 s on 2 cores.
+#
+# The source comes through apt with a private state directory (the machine's apt configuration is not touched),
+# and its SHA-256 is checked against Debian's signed Sources index before it is unpacked.
+set -eu
+out=${1:?usage: openssl.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+if [ -f "$out/lib/libcrypto.a" ] && [ -f "$out/lib/libssl.a" ] && [ -f "$out/VERSION" ]; then
+    exit 0
+fi
+
+work="$out/src"
+rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+printf '%s\n' 'deb-src http://deb.debian.org/debian bookworm main' \
+    'deb-src http://deb.debian.org/debian-security bookworm-security main' > "$work/sources.list"
+apt_opts="-o Dir::Etc::SourceList=$work/sources.list -o Dir::Etc::SourceParts=/dev/null \
+  -o Dir::State::Lists=$work/lists -o Dir::Cache=$work/cache -o Debug::NoLocking=1"
+# shellcheck disable=SC2086
+apt-get $apt_opts update -qq >/dev/null || { echo "openssl.sh: cannot read Debian's source index" >&2; exit 1; }
+# shellcheck disable=SC2086
+version=$(apt-cache $apt_opts showsrc openssl | sed -n 's/^Version: //p' | sort -V | tail -1)
+upstream=${version%%-*}
+case "$upstream" in 3.0.*) ;; *) echo "openssl.sh: expected OpenSSL 3.0.x from Debian 12, found '$version'" >&2; exit 1 ;; esac
+tarball="openssl_$upstream.orig.tar.gz"
+# shellcheck disable=SC2086
+sha=$(apt-cache $apt_opts showsrc openssl | awk -v v="$version" -v f="$tarball" '
+    /^Package:/ { mine = 0 } $1 == "Version:" { mine = ($2 == v) }
+    /^Checksums-Sha256:/ { inside = 1; next } /^[^ ]/ { inside = 0 } mine && inside && $3 == f { print $1; exit }')
+[ -n "$sha" ] || { echo "openssl.sh: no SHA-256 for $tarball in the Sources index" >&2; exit 1; }
+
+# Only the upstream tarball is used; apt also asks for the .dsc and Debian's patches, which this build doesn't need,
+# so its exit status is not the test: the checksum below is.
+# shellcheck disable=SC2086
+(cd "$work" && apt-get $apt_opts source --download-only -qq "openssl=$version" >/dev/null 2>&1) || true
+[ -f "$work/$tarball" ] || { echo "openssl.sh: could not download $tarball from deb.debian.org" >&2; exit 1; }
+echo "$sha  $work/$tarball" | sha256sum -c --quiet - || { echo "openssl.sh: $tarball checksum mismatch" >&2; exit 1; }
+
+tar -xzf "$work/$tarball" -C "$work"
+cd "$work/openssl-$upstream"
+./Configure linux-x86_64 --prefix="$out" --openssldir=/usr/lib/ssl --libdir=lib \
+    no-shared no-module no-dso no-engine no-legacy no-autoload-config no-tests no-ui-console no-async no-comp \
+    no-ssl3 no-tls1 no-tls1_1 no-dtls no-sctp no-srtp no-weak-ssl-ciphers no-psk no-srp no-ssl-trace \
+    no-idea no-rc2 no-rc4 no-rc5 no-des no-bf no-cast no-camellia no-aria no-seed no-sm2 no-sm3 no-sm4 no-gost \
+    no-whirlpool no-md4 no-mdc2 no-rmd160 no-blake2 no-siphash no-cmac no-scrypt no-siv no-ocb \
+    no-dh no-dsa no-ec2m no-ct no-cms no-ts no-ocsp no-rfc3779 no-filenames \
+    no-padlockeng no-capieng no-afalgeng no-devcryptoeng \
+    -Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables >"$work/configure.log" 2>&1 \
+    || { tail -20 "$work/configure.log" >&2; exit 1; }
+make -j"$(nproc)" build_libs >"$work/make.log" 2>&1 || { tail -30 "$work/make.log" >&2; exit 1; }
+mkdir -p "$out/lib"
+cp libcrypto.a libssl.a "$out/lib/"
+echo "$version" > "$out/VERSION"
+cd "$out" && rm -rf "$work"
+echo "built OpenSSL $version (trimmed) in $out"
