@@ -18,11 +18,17 @@ STATIC_DIR := $(CURDIR)/.build/static
 STRICT_FLAGS  := -Xswiftc -warnings-as-errors -Xcc -Werror
 # Release: static C libraries (deploy/static-libs.sh), linked by lld with packed relative relocations (DT_RELR:
 # 12 kB instead of 1.1 MB of .rela.dyn). DT_RELR needs glibc 2.36 or later where the binary runs (Debian 12, the
-# image); `make build PACK_RELOCS=` gives a binary 1.1 MB larger that runs on glibc 2.35 (Ubuntu 22.04). README
-# "Footprint" has the numbers (and why not -Osize), `make size-report` where the bytes go.
+# image); `make build PACK_RELOCS=` gives a binary 1.1 MB larger that runs on glibc 2.35 (Ubuntu 22.04).
+# Functions are laid out in the order of deploy/symbol-order.txt (`make symbol-order` writes it): the code that runs
+# at start-up and idle first, the pause path next, so fewer of the binary's pages stay resident. Our modules are
+# compiled a section per function so that the order applies function by function. README "Footprint" has the
+# numbers (and why not -Osize), `make size-report` where the bytes go.
 PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
-RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
-                 -Xswiftc -use-ld=lld $(PACK_RELOCS) -Xlinker --strip-all $(STRICT_FLAGS)
+STRIP_FLAGS   ?= -Xlinker --strip-all
+SYMBOL_ORDER  := -Xlinker --symbol-ordering-file=$(CURDIR)/deploy/symbol-order.txt -Xlinker --no-warn-symbol-ordering
+RELEASE_COMPILE := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
+                   -Xswiftc -Xfrontend -Xswiftc -function-sections $(STRICT_FLAGS)
+RELEASE_FLAGS := $(RELEASE_COMPILE) -Xswiftc -use-ld=lld $(PACK_RELOCS) $(SYMBOL_ORDER) $(STRIP_FLAGS)
 KUBERNETES_VALIDATE := $(VENV)/bin/kubernetes-validate
 KUBERNETES_VALIDATE_VERSION := 1.37.0
 KUBERNETES_VERSION ?= 1.31.0
@@ -32,7 +38,7 @@ CHAOS_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench build debug test k8s-validate run demo bench size-report chaos \
+.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind release-inputs symbol-order build debug test k8s-validate run demo bench size-report chaos \
         chaos-quick clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
@@ -68,11 +74,22 @@ $(KUBERNETES_VALIDATE): $(PREFECT)
 # libstdc++ are linked in statically (OpenSSL built from Debian's source with only what is used: deploy/openssl.sh),
 # so the node needs only glibc (2.36+, see PACK_RELOCS), libm and libgcc_s.
 # deploy/static-libs.sh explains how; the debug and test builds don't use it and stay dynamic.
-build: deps-apt
-	@sh deploy/static-libs.sh $(STATIC_DIR)
+build: deps-apt release-inputs
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push
 	@ls -l $(BIN) | awk '{print "built $(BIN): " $$5 " bytes"}'
 	@echo "dynamic: $$(ldd $(BIN) | awk '{print $$1}' | tr '\n' ' ')"
+
+# The release build's inputs that SwiftPM doesn't track: the static libraries (built once), and the compiler and
+# linker flags and the symbol order. SwiftPM recompiles on a source change but not on a changed -Xswiftc flag, and
+# relinks on neither a changed archive nor a changed order file: a change of the compile flags drops the compiled
+# release modules, and the release executables are always linked again (under a second each).
+release-inputs:
+	@sh deploy/static-libs.sh $(STATIC_DIR)
+	@stamp=.build/release-flags; flags="$(RELEASE_COMPILE)"; \
+	if [ "$$(cat $$stamp 2>/dev/null)" != "$$flags" ]; then \
+	  rm -rf .build/release/*.build .build/release/*.swiftmodule .build/release/Modules; mkdir -p .build; \
+	  printf '%s' "$$flags" > $$stamp; fi
+	@rm -f .build/release/prefect-push .build/release/fake-apns .build/release/prefect-push-bench
 
 debug: deps-apt
 	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
@@ -81,8 +98,7 @@ debug: deps-apt
 # Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate) and the
 # release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL), each
 # fuzz harness has run a few seconds and the quick fault-injection scenarios have passed.
-test: deps k8s-validate
-	@sh deploy/static-libs.sh $(STATIC_DIR)
+test: deps k8s-validate release-inputs
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
@@ -132,8 +148,20 @@ demo: deps
 # Where the release binary's bytes go: relinks it with a linker map (only the link runs again) and sums the map by
 # library and Swift module, by section kind and by archive member (tools/size-report.py). README "Footprint".
 size-report: build
-	$(SWIFT) build $(RELEASE_FLAGS) -Xlinker -Map=$(CURDIR)/.build/prefect-push.map --product prefect-push
+	rm -f $(BIN) && $(SWIFT) build $(RELEASE_FLAGS) -Xlinker -Map=$(CURDIR)/.build/prefect-push.map --product prefect-push
 	$(PYTHON) tools/size-report.py .build/prefect-push.map $(BIN)
+
+# deploy/symbol-order.txt from two runs of an unstripped release build under valgrind's callgrind
+# (tools/symbol-order.py: start-up and idle, then registrations and pauses); then `make build` links by it.
+symbol-order: deps deps-valgrind
+	$(MAKE) --no-print-directory build STRIP_FLAGS=
+	mkdir -p .build/symbol-order && cp $(BIN) .build/symbol-order/prefect-push
+	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
+	$(VENV)/bin/python tools/symbol-order.py .build/symbol-order/prefect-push deploy/symbol-order.txt
+	$(MAKE) --no-print-directory build
+
+deps-valgrind:
+	$(call apt_install,valgrind)
 
 # Push latency, APNs throughput next to h2load and aioapns, footprint, and a real Prefect server next to an
 # Automation (bench/run.py). Release builds (the relay as `make build` makes it); 127.0.0.1 only; a few minutes.

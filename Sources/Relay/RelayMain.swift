@@ -43,10 +43,17 @@ package enum RelayMain {
     }
 
 
-    /// Routes SIGTERM/SIGINT to the relay's orderly shutdown; call first.
-    package static func installSignalHandlers() { Signals.install() }
+    /// The executable's entry: SIGTERM/SIGINT routed to the orderly shutdown, the relay started on the concurrency
+    /// runtime's pool, and the main thread parked for good. A top-level `await` would instead hand the main thread to
+    /// `dispatch_main()`, which ends it with `pthread_exit`: a forced unwind that searches the binary's unwind tables
+    /// and keeps ~0.4 MB of their pages resident for nothing. Nothing in the relay runs on the main actor.
+    package static func launch() -> Never {
+        Signals.install()
+        Task.detached { await run() }
+        while true { pause() }
+    }
 
-    package static func run() async -> Never {
+    private static func run() async -> Never {
         await handleCommand()
         Hardening.disableCoreDumps()
         let config: Config
