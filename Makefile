@@ -8,7 +8,7 @@ VENV       := .venv
 PREFECT    := $(VENV)/bin/prefect
 PREFECT_VERSION := 3.9.1
 APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev libcmark-dev \
-                libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl perl make
+                libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl perl make tcl xz-utils
 IMAGE_PACKAGES := umoci skopeo zstd
 BIN_DEBUG  := .build/debug/prefect-push
 BIN        := .build/release/prefect-push

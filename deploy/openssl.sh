@@ -15,9 +15,7 @@
 #
 # Compiled -Os with a section per function and no unwind tables (C code that never unwinds; the hand-written
 # assembly keeps its own CFI), so the linker drops every function nothing calls. About 35 s on 2 cores.
-#
-# The source comes through apt with a private state directory (the machine's apt configuration is not touched),
-# and its SHA-256 is checked against Debian's signed Sources index before it is unpacked.
+# The source: deploy/debian-source.sh (apt, checked against Debian's signed index).
 set -eu
 out=${1:?usage: openssl.sh OUTDIR}
 mkdir -p "$out"
@@ -27,32 +25,13 @@ if [ -f "$out/lib/libcrypto.a" ] && [ -f "$out/lib/libssl.a" ] && [ -f "$out/VER
 fi
 
 work="$out/src"
-rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-printf '%s\n' 'deb-src http://deb.debian.org/debian bookworm main' \
-    'deb-src http://deb.debian.org/debian-security bookworm-security main' > "$work/sources.list"
-apt_opts="-o Dir::Etc::SourceList=$work/sources.list -o Dir::Etc::SourceParts=/dev/null \
-  -o Dir::State::Lists=$work/lists -o Dir::Cache=$work/cache -o Debug::NoLocking=1"
-# shellcheck disable=SC2086
-apt-get $apt_opts update -qq >/dev/null || { echo "openssl.sh: cannot read Debian's source index" >&2; exit 1; }
-# shellcheck disable=SC2086
-version=$(apt-cache $apt_opts showsrc openssl | sed -n 's/^Version: //p' | sort -V | tail -1)
+rm -rf "$work"
+tarball=$(sh "$(dirname "$0")/debian-source.sh" openssl "$work")
+version=$(cat "$work/VERSION")
 upstream=${version%%-*}
 case "$upstream" in 3.0.*) ;; *) echo "openssl.sh: expected OpenSSL 3.0.x from Debian 12, found '$version'" >&2; exit 1 ;; esac
-tarball="openssl_$upstream.orig.tar.gz"
-# shellcheck disable=SC2086
-sha=$(apt-cache $apt_opts showsrc openssl | awk -v v="$version" -v f="$tarball" '
-    /^Package:/ { mine = 0 } $1 == "Version:" { mine = ($2 == v) }
-    /^Checksums-Sha256:/ { inside = 1; next } /^[^ ]/ { inside = 0 } mine && inside && $3 == f { print $1; exit }')
-[ -n "$sha" ] || { echo "openssl.sh: no SHA-256 for $tarball in the Sources index" >&2; exit 1; }
 
-# Only the upstream tarball is used; apt also asks for the .dsc and Debian's patches, which this build doesn't need,
-# so its exit status is not the test: the checksum below is.
-# shellcheck disable=SC2086
-(cd "$work" && apt-get $apt_opts source --download-only -qq "openssl=$version" >/dev/null 2>&1) || true
-[ -f "$work/$tarball" ] || { echo "openssl.sh: could not download $tarball from deb.debian.org" >&2; exit 1; }
-echo "$sha  $work/$tarball" | sha256sum -c --quiet - || { echo "openssl.sh: $tarball checksum mismatch" >&2; exit 1; }
-
-tar -xzf "$work/$tarball" -C "$work"
+tar -xzf "$tarball" -C "$work"
 cd "$work/openssl-$upstream"
 ./Configure linux-x86_64 --prefix="$out" --openssldir=/usr/lib/ssl --libdir=lib \
     no-shared no-module no-dso no-engine no-legacy no-autoload-config no-tests no-ui-console no-async no-comp \

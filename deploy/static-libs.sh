@@ -9,10 +9,9 @@
 #   OUT/lib/libstdc++.a       the same for GCC's static libstdc++ (the Swift runtime's C++ parts): SwiftPM links
 #                             `-lstdc++`, and OUT/lib is searched before the system directories, so the release
 #                             binary carries the ~70 kB of it that it uses instead of needing libstdc++.so.6 (2.2 MB)
-# OpenSSL is not Debian's archive but a trimmed build of Debian's OpenSSL source (deploy/openssl.sh, into OUT/openssl).
+# OpenSSL and SQLite are not Debian's archives but trimmed builds of Debian's sources (deploy/openssl.sh and
+# deploy/sqlite.sh, into OUT/openssl and OUT/sqlite): only what the relay uses, a section per function.
 # `make build` passes `--pkg-config-path OUT/pkgconfig`; debug and test builds don't, and stay dynamic.
-# SQLite's unused built-in extensions are left out: OUT/lib/libsqlite3.a puts a one-member archive of stubs
-# (deploy/sqlite-extensions-off.c) ahead of Debian's, so the linker takes those symbols from it.
 set -eu
 out=${1:?usage: static-libs.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,9 +20,13 @@ mkdir -p "$out/pkgconfig" "$out/lib"
 out=$(cd "$out" && pwd)
 
 sh "$here/openssl.sh" "$out/openssl"
+sh "$here/sqlite.sh" "$out/sqlite"
 
 archive() {
-    case $1 in ssl|crypto) printf '%s/openssl/lib/lib%s.a ' "$out" "$1"; return ;; esac
+    case $1 in
+        ssl|crypto) printf '%s/openssl/lib/lib%s.a ' "$out" "$1"; return ;;
+        sqlite3) printf '%s/sqlite/lib/libsqlite3.a ' "$out"; return ;;
+    esac
     [ -f "$libdir/lib$1.a" ] || { echo "missing $libdir/lib$1.a (install the -dev package)" >&2; exit 1; }
     printf '%s/lib%s.a ' "$libdir" "$1"
 }
@@ -39,10 +42,7 @@ script websockets ssl crypto cap z
 script nghttp2
 script ssl crypto
 script crypto
-${CC:-cc} -O2 -fPIC -c "$here/sqlite-extensions-off.c" -o "$out/lib/sqlite-extensions-off.o"
-rm -f "$out/lib/sqlite-extensions-off.a"
-ar rcs "$out/lib/sqlite-extensions-off.a" "$out/lib/sqlite-extensions-off.o"
-printf 'GROUP ( %s/lib/sqlite-extensions-off.a %s)\n' "$out" "$(archive sqlite3)" > "$out/lib/libsqlite3.a"
+script sqlite3
 script jansson
 script cmark
 cxx=$(${CC:-cc} -print-file-name=libstdc++.a)

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Builds the SQLite the release binary links: Debian's own SQLite source (the version libsqlite3-dev has in
+# bookworm), as one amalgamation compiled with only what the store uses. Debian's libsqlite3.a keeps 0.84 MB in the
+# binary (FTS3/4/5, R*Tree, JSON, sessions, load_extension and one .text per source file, so a function the store
+# never calls still comes with its file); this one about 0.4 MB (README "Footprint").
+#
+#   deploy/sqlite.sh OUT      -> OUT/lib/libsqlite3.a, OUT/VERSION (skipped when already built)
+#
+# Debian's behaviour is kept: THREADSAFE=1, SECURE_DELETE, no lookaside, TEMP_STORE=1, URIs, recursive triggers,
+# LIKE not matching blobs, 250,000 variables, and usleep(3) for the busy handler (the store's 200 ms busy_timeout
+# needs a sleep finer than a second). Left out: the extensions, JSON, load_extension, UTF-16, shared cache,
+# deprecated and progress-callback APIs. A function the relay needs from a part left out fails the link.
+# -Os, a section per function and no unwind tables; about 20 s. The source: deploy/debian-source.sh.
+set -eu
+out=${1:?usage: sqlite.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+if [ -f "$out/lib/libsqlite3.a" ] && [ -f "$out/VERSION" ]; then
+    exit 0
+fi
+
+work="$out/src"
+rm -rf "$work"
+tarball=$(sh "$(dirname "$0")/debian-source.sh" sqlite3 "$work")
+version=$(cat "$work/VERSION")
+tar -xJf "$tarball" -C "$work"
+source=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'sqlite3-*' | head -1)
+[ -n "$source" ] || { echo "sqlite.sh: no sqlite3-* directory in $tarball" >&2; exit 1; }
+mkdir -p "$source/bld" && cd "$source/bld"
+# The amalgamation (sqlite3.c) is generated with tclsh, as upstream does.
+{ ../configure --disable-tcl && make sqlite3.c; } >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
+${CC:-cc} -c -Os -fPIC -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables \
+    -DSQLITE_THREADSAFE=1 -DSQLITE_TEMP_STORE=1 -DSQLITE_USE_URI=1 -DSQLITE_SECURE_DELETE -DSQLITE_OMIT_LOOKASIDE \
+    -DSQLITE_DEFAULT_RECURSIVE_TRIGGERS -DSQLITE_LIKE_DOESNT_MATCH_BLOBS -DSQLITE_MAX_VARIABLE_NUMBER=250000 \
+    -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_DEPRECATED -DSQLITE_OMIT_JSON -DSQLITE_OMIT_SHARED_CACHE \
+    -DSQLITE_OMIT_PROGRESS_CALLBACK -DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_OMIT_COMPLETE -DSQLITE_OMIT_GET_TABLE \
+    -DSQLITE_OMIT_TCL_VARIABLE -DSQLITE_OMIT_UTF16 \
+    -DHAVE_USLEEP=1 -DHAVE_FDATASYNC=1 -DHAVE_LOCALTIME_R=1 -DHAVE_GMTIME_R=1 -DHAVE_STRCHRNUL=1 \
+    -DHAVE_MALLOC_USABLE_SIZE=1 -DHAVE_POSIX_FALLOCATE=1 -DHAVE_ISNAN=1 \
+    sqlite3.c -o sqlite3.o >>"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
+mkdir -p "$out/lib"
+rm -f "$out/lib/libsqlite3.a"
+ar rcs "$out/lib/libsqlite3.a" sqlite3.o
+echo "$version" > "$out/VERSION"
+cd "$out" && rm -rf "$work"
+echo "built SQLite $version (trimmed) in $out"
