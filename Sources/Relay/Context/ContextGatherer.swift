@@ -57,10 +57,15 @@ struct ContextGatherer: Sendable {
     /// tens of ms on a real server, so the first re-read comes soon; ~1.3 s in all.
     static let runRereadDelaysMs = [5, 10, 20, 40, 80, 160, 320, 640]
 
-    /// Pauses before each re-read of input rows the keyset names but that aren't there yet. The flow writes them
-    /// ~0.1 s after the event, so the first re-reads come every 5-10 ms (a row is quoted as soon as it lands); 0.75 s
-    /// in all.
-    static let inputRereadDelaysMs = [5, 5, 5, 5, 10, 10, 10, 20, 30, 50, 100, 200, 300]
+    /// Pauses before each re-read of input rows the keyset names but that aren't there yet, while the schema isn't
+    /// there either. The flow writes `-schema` 15-20 ms after its Paused state, and every read costs the Prefect
+    /// server a request that competes with the flow's own writes, so these come every 10 ms at first.
+    static let schemaRereadDelaysMs = [5, 10, 10, 10, 10, 20, 30, 50, 100, 200, 300]
+
+    /// Pauses before each re-read once the schema is there but the description isn't: the description is the
+    /// flow's next request (seen 4-30 ms after the schema on a real server), so re-reads come every 3 ms, then back
+    /// off; ~0.75 s in all.
+    static let descriptionRereadDelaysMs = [3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 5, 5, 10, 20, 50, 100, 200, 300]
 
     /// `GET /flow_runs/{id}`, re-read (bounded, `runRereadDelaysMs`) while it still shows a state from before the
     /// pause (the run can lag its own event). Returns the run and whether it has already moved past the pause:
@@ -90,24 +95,33 @@ struct ContextGatherer: Sendable {
     }
 
     /// The pause's input rows. The flow writes `-schema` then `-description` in separate requests after the
-    /// event, so a row the keyset names but that isn't there yet is read again (`inputRereadDelaysMs`).
-    /// `wait_for_input=str` names a description that never comes; its schema says so and ends the wait.
+    /// event, so a row the keyset names but that isn't there yet is read again: `schemaRereadDelaysMs` until the
+    /// schema is there, then `descriptionRereadDelaysMs`. `wait_for_input=str` names a description that never
+    /// comes; its schema says so and ends the wait.
     private func inputRows(runID: String, keyset: InputKeyset?) async -> [InputRow] {
         guard let keyset, let schemaKey = keyset.schema else { return [] }
         let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
         var rows: [InputRow] = []
-        for attempt in 0...Self.inputRereadDelaysMs.count {
-            if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.inputRereadDelaysMs[attempt - 1])) }
+        var beforeSchema = Self.schemaRereadDelaysMs[...]
+        var beforeDescription = Self.descriptionRereadDelaysMs[...]
+        while true {
             if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
                                                                 ["prefix": .string(prefix), "limit": 20]) {
                 rows = InputRow.list(prefect: .array(items))
             }
             let keys = Set(rows.map(\.key))
-            guard keys.contains(schemaKey) else { continue }
-            guard let descriptionKey = keyset.description, !keys.contains(descriptionKey) else { return rows }
-            let schema = rows.first { $0.key == schemaKey }?.value ?? ""
-            if schema.includes("strAutomaticRunInput") { return rows }  // str input never has a description
+            let delay: Int?
+            if !keys.contains(schemaKey) {
+                delay = beforeSchema.popFirst()
+            } else if let descriptionKey = keyset.description, !keys.contains(descriptionKey) {
+                let schema = rows.first { $0.key == schemaKey }?.value ?? ""
+                if schema.includes("strAutomaticRunInput") { return rows }  // str input never has a description
+                delay = beforeDescription.popFirst()
+            } else {
+                return rows
+            }
+            guard let delay else { return rows }
+            try? await Task.sleep(for: .milliseconds(delay))
         }
-        return rows
     }
 }
