@@ -23,52 +23,50 @@ extension APNsClient {
             return 0
         }
         fan.token = token
-        let (answers, sink) = AsyncStream.makeStream(of: FanOutAnswer.self)
-        defer { sink.finish() }
+        let mailbox = AnswerMailbox()
         let send: @Sendable ([(index: Int, push: Push)], String) -> Void = { batch, token in
-            self.submit(batch, token: token) { sink.yield(FanOutAnswer(index: $0, answer: $1)) }
+            self.submit(batch, token: token, to: mailbox)
         }
         send(fan.admit(window: window), token)
         var delivered = 0
-        for await item in answers {
-            let index = item.index
-            let outcome = Self.outcome(of: item.answer)
-            switch fan.answered(index, outcome, random: Double.random(in: 0..<1)) {
-            case .resend(let push, let token):
-                send([(index, push)], token)
-            case .resendLater(let push, let token, let ms):
-                Task {
-                    try? await Task.sleep(nanoseconds: UInt64(ms) * 1_000_000)
+        while true {
+            for item in await mailbox.take() {
+                let index = item.index
+                let outcome = Self.outcome(of: item.answer)
+                // Jitter only matters for a retry; drawing it for every answer cost a getrandom(2) each.
+                let random = outcome.isDelivered ? 0 : Double.random(in: 0..<1)
+                switch fan.answered(index, outcome, random: random) {
+                case .resend(let push, let token):
                     send([(index, push)], token)
+                case .resendLater(let push, let token, let ms):
+                    Task {
+                        try? await Task.sleep(nanoseconds: UInt64(ms) * 1_000_000)
+                        send([(index, push)], token)
+                    }
+                case .renew(let reason, let environment):
+                    if let token = renewed(after: fan.token, reason: reason, on: environment) {
+                        fan.token = token
+                        send([(index, fan.resendPush(index))], token)
+                        continue
+                    }
+                    // No new token may be signed yet: this answer stands.
+                    await done(index, fan.finish(index, outcome))
+                case .finished(let delivery):
+                    if delivery.effect != .none {
+                        Log.info("apns.device_effect", ["device": Log.short(items[index].push.deviceToken),
+                                                        "effect": "\(delivery.effect)", "reason": delivery.outcome.label])
+                    }
+                    if delivery.outcome.isDelivered { delivered += 1 }
+                    await done(index, delivery)
                 }
-            case .renew(let reason, let environment):
-                if let token = renewed(after: fan.token, reason: reason, on: environment) {
-                    fan.token = token
-                    send([(index, fan.resendPush(index))], token)
-                    continue
-                }
-                // No new token may be signed yet: this answer stands.
-                let delivery = fan.finish(index, outcome)
-                await done(index, delivery)
-                send(fan.admit(window: window), fan.token)
-                if fan.isComplete { return delivered }
-            case .finished(let delivery):
-                if delivery.effect != .none {
-                    Log.info("apns.device_effect", ["device": Log.short(items[index].push.deviceToken),
-                                                    "effect": "\(delivery.effect)", "reason": delivery.outcome.label])
-                }
-                if delivery.outcome.isDelivered { delivered += 1 }
-                await done(index, delivery)
-                send(fan.admit(window: window), fan.token)
-                if fan.isComplete { return delivered }
             }
+            if fan.isComplete { return delivered }
+            send(fan.admit(window: window), fan.token)
         }
-        return delivered
     }
 
-    /// Hands a batch to each host's connection; answers come back through `onAnswer` on the loop threads.
-    private func submit(_ batch: [(index: Int, push: Push)], token: String,
-                        onAnswer: @escaping @Sendable (Int, APNsExchange) -> Void) {
+    /// Hands a batch to each host's connection; answers come back to `sink` from the loop threads.
+    private func submit(_ batch: [(index: Int, push: Push)], token: String, to sink: any APNsAnswerSink) {
         var production: [(index: Int, request: APNsRequest)] = []
         var development: [(index: Int, request: APNsRequest)] = []
         var shared: (push: Push, request: APNsRequest)?
@@ -78,15 +76,55 @@ extension APNsClient {
             let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body)
             if push.environment == .production { production.append((index, request)) } else { development.append((index, request)) }
         }
-        if !production.isEmpty { connection(for: .production).submit(production, onAnswer: onAnswer) }
-        if !development.isEmpty { connection(for: .development).submit(development, onAnswer: onAnswer) }
+        if !production.isEmpty { connection(for: .production).submit(production, to: sink) }
+        if !development.isEmpty { connection(for: .development).submit(development, to: sink) }
     }
 }
 
-/// One answer on its way from a connection's loop thread to the fan-out's task.
-private struct FanOutAnswer: Sendable {
-    let index: Int
-    let answer: APNsExchange
+/// Answers handed from the connections' loop threads to the fan-out's one task: posted in batches (one per loop
+/// turn, `AnswerBatch`) and taken all at once, so a burst of answers costs the task one lock and at most one
+/// wake-up, where a stream cost a lock on both sides and a possible wake-up per answer.
+private final class AnswerMailbox: APNsAnswerSink {
+    typealias Answer = (index: Int, answer: APNsExchange)
+
+    private struct State {
+        var answers: [Answer] = []
+        var waiter: CheckedContinuation<[Answer], Never>?
+    }
+
+    private let state = Locked(State())
+
+    /// From a loop thread: queues the answers, or hands them to the task if it is waiting.
+    func post(_ answers: [Answer]) {
+        let waiter = state.withLock { state -> CheckedContinuation<[Answer], Never>? in
+            guard let waiter = state.waiter else {
+                state.answers.append(contentsOf: answers)
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume(returning: answers)
+    }
+
+    /// Every answer posted since the last take; waits for some if there are none.
+    func take() async -> [Answer] {
+        if let ready = state.withLock({ Self.takeAll(&$0) }) { return ready }
+        return await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> [Answer]? in
+                if let ready = Self.takeAll(&state) { return ready }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    private static func takeAll(_ state: inout State) -> [Answer]? {
+        guard !state.answers.isEmpty else { return nil }
+        defer { state.answers = [] }
+        return state.answers
+    }
 }
 
 /// The bookkeeping of one fan-out: which items are admitted, where each stands in the retry and device rules,
@@ -144,22 +182,24 @@ private struct FanOut {
 
     mutating func answered(_ index: Int, _ outcome: APNsOutcome, random: Double) -> Next {
         guard var item = state[index] else { preconditionFailure("an answer for a push that is not in flight") }
-        let (push, device) = items[index]
-        let current = resendPush(index)
-        APNsClient.log(current, outcome, attempt: item.retry.attempt, ms: monotonicMs() - item.started)
+        // The push and device stay in `items`: copying them per answer cost a retain of each of their strings.
+        let stored = items[index].device.environment
+        let environment = item.firstAnswer == nil ? stored : stored.other
+        APNsClient.log(items[index].push, on: environment, outcome, attempt: item.retry.attempt,
+                       ms: monotonicMs() - item.started)
         switch item.retry.step(after: outcome, policy: policy, random: random) {
         case .renewToken(let reason):
             item.started = monotonicMs()
             state[index] = item
-            return .renew(reason, current.environment)
+            return .renew(reason, environment)
         case .retry(let ms):
             item.started = monotonicMs() + Int64(ms)
             state[index] = item
-            return .resendLater(current, token: token, ms: ms)
+            return .resendLater(items[index].push.on(environment), token: token, ms: ms)
         case .finish where item.firstAnswer == nil && outcome.action == .tryOtherHost:
             item = Item(firstAnswer: outcome)
             state[index] = item
-            return .resend(push.on(device.environment.other), token: token)
+            return .resend(items[index].push.on(stored.other), token: token)
         case .finish:
             return .finished(finish(index, outcome))
         }
@@ -167,12 +207,12 @@ private struct FanOut {
 
     /// The item's final answer, with the device rules applied; it leaves the fan-out.
     mutating func finish(_ index: Int, _ outcome: APNsOutcome) -> Delivery {
-        let (push, device) = items[index]
-        let role = TokenRole(token: push.deviceToken, device: device)
+        let role = TokenRole(token: items[index].push.deviceToken, device: items[index].device)
+        let stored = items[index].device.environment
         let first = state[index]?.firstAnswer
         state[index] = nil
         finished += 1
-        if let first { return Delivery.resolve(first: first, stored: device.environment, second: outcome, role: role) }
-        return Delivery.resolve(first: outcome, stored: device.environment, second: nil, role: role)
+        if let first { return Delivery.resolve(first: first, stored: stored, second: outcome, role: role) }
+        return Delivery.resolve(first: outcome, stored: stored, second: nil, role: role)
     }
 }

@@ -81,7 +81,7 @@ package final class APNsClient: Sendable {
         let started = monotonicMs()
         let exchange = await connection(for: push.environment).send(Self.request(push, token: token))
         let outcome = Self.outcome(of: exchange)
-        Self.log(push, outcome, attempt: attempt, ms: monotonicMs() - started)
+        Self.log(push, on: push.environment, outcome, attempt: attempt, ms: monotonicMs() - started)
         return outcome
     }
 
@@ -129,7 +129,7 @@ package final class APNsClient: Sendable {
 
     /// A delivered push is a debug line (a fan-out to many phones logs one `apns.fanout` line instead); anything
     /// else is a warning. Fields are only formatted when the line will be written.
-    static func log(_ push: Push, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
+    static func log(_ push: Push, on environment: APNsEnvironment, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
         guard Log.isEnabled(outcome.isDelivered ? .debug : .warn) else { return }
         var apnsID = ""
         var detail = ""
@@ -140,7 +140,7 @@ package final class APNsClient: Sendable {
         case .timedOut: break
         }
         let fields: KeyValuePairs<String, String> = [
-            "device": Log.short(push.deviceToken), "host": push.environment.rawValue, "type": push.kind.rawValue,
+            "device": Log.short(push.deviceToken), "host": environment.rawValue, "type": push.kind.rawValue,
             "status": String(outcome.status), "reason": outcome.label, "apns_id": apnsID, "attempt": String(attempt),
             "ms": String(ms), "detail": detail,
         ]

@@ -5,6 +5,7 @@ import Glibc
 extension APNsConnection {
     func run() {
         while true {
+            answers.flush()
             let (incoming, closing, recycle) = takeInbox()
             for push in incoming { waiting.append(push) }
             if recycle { link?.goingAway = true }
@@ -115,5 +116,6 @@ extension APNsConnection {
         if let link { retire(link, reason: "APNs client closed") }
         for push in waiting.drain() { push.finish(.notSent("APNs client closed")) }
         for push in takeInbox().pushes { push.finish(.notSent("APNs client closed")) }
+        answers.flush()
     }
 }

@@ -48,6 +48,8 @@ package final class APNsConnection: @unchecked Sendable {
     var nextConnectAt: Int64 = 0
     var linksOpened = 0
     var nextExpiryCheck: Int64 = 0
+    /// Answers for `submit`ted pushes, handed over once per loop turn.
+    let answers = AnswerBatch()
 
     init(host: String, port: Int, authority: String, tls: TLSContext, options: Options = Options()) throws(IOError) {
         self.host = host
@@ -72,13 +74,13 @@ package final class APNsConnection: @unchecked Sendable {
         }
     }
 
-    /// Queues many requests at once (one lock, one wake-up) without a task per request: `onAnswer` gets each
-    /// request's index and answer, on the loop thread, so it must only hand them over. Safe from any thread.
-    func submit(_ requests: [(index: Int, request: APNsRequest)],
-                onAnswer: @escaping @Sendable (_ index: Int, _ answer: APNsExchange) -> Void) {
+    /// Queues many requests at once (one lock, one wake-up) without a task per request: `sink` gets each
+    /// request's index and answer, on the loop thread, with the others that finished in the same loop turn.
+    /// Safe from any thread.
+    func submit(_ requests: [(index: Int, request: APNsRequest)], to sink: any APNsAnswerSink) {
         let deadline = deadline()
         enqueue(requests.map { index, request in
-            PendingPush(request: request, deadline: deadline) { onAnswer(index, $0) }
+            PendingPush(request: request, deadline: deadline, index: index, sink: sink, batch: answers)
         })
     }
 
@@ -98,7 +100,7 @@ package final class APNsConnection: @unchecked Sendable {
         // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
         // (its first push's), and the loop always takes the inbox after draining the eventfd.
         switch accepted {
-        case nil: pushes.forEach { $0.finish(.notSent("APNs connection closed")) }
+        case nil: pushes.forEach { $0.finish(.notSent("APNs connection closed"), batched: false) }
         case true?: wake()
         case false?: break
         }

@@ -85,9 +85,12 @@ final class PendingPush: @unchecked Sendable {
     let request: APNsRequest
     /// Monotonic ms after which the caller gets `.timedOut`.
     let deadline: Int64
-    /// Who gets the answer: a waiting task, or (for a fan-out) a callback run on the loop thread.
+    /// Who gets the answer: a waiting task, or (for a fan-out) a sink that gets it with the others of the same
+    /// loop turn, through the connection's `batch`.
     private var continuation: CheckedContinuation<APNsExchange, Never>?
-    private var callback: (@Sendable (APNsExchange) -> Void)?
+    private var sink: (any APNsAnswerSink)?
+    private var index = 0
+    private var batch: AnswerBatch?
 
     var bodyOffset = 0
     /// The HEADERS frame went out: from here on a lost connection means "delivery unknown".
@@ -103,23 +106,26 @@ final class PendingPush: @unchecked Sendable {
         self.continuation = continuation
     }
 
-    /// `onAnswer` runs once, on the connection's loop thread: keep it short (hand the answer over, return).
-    init(request: APNsRequest, deadline: Int64, onAnswer: @escaping @Sendable (APNsExchange) -> Void) {
+    /// The answer goes to `sink` as item `index`, collected in `batch` (the connection's) until the loop turn ends.
+    init(request: APNsRequest, deadline: Int64, index: Int, sink: any APNsAnswerSink, batch: AnswerBatch) {
         self.request = request
         self.deadline = deadline
-        self.callback = onAnswer
+        self.index = index
+        self.sink = sink
+        self.batch = batch
     }
 
-    var isFinished: Bool { continuation == nil && callback == nil }
+    var isFinished: Bool { continuation == nil && sink == nil }
 
-    /// Hands the answer over. Later calls are ignored, so each push is answered exactly once.
-    func finish(_ result: APNsExchange) {
+    /// Hands the answer over. Later calls are ignored, so each push is answered exactly once. `batched` false is
+    /// for a push the loop thread never took (refused at the inbox): it goes to its sink at once, from the caller.
+    func finish(_ result: APNsExchange, batched: Bool = true) {
         if let continuation {
             self.continuation = nil
             continuation.resume(returning: result)
-        } else if let callback {
-            self.callback = nil
-            callback(result)
+        } else if let sink {
+            self.sink = nil
+            if batched, let batch { batch.add(result, index: index, for: sink) } else { sink.post([(index, result)]) }
         }
     }
 

@@ -1,0 +1,26 @@
+/// Where the answers of `APNsConnection.submit`ted pushes go (a fan-out's mailbox). `post` runs on a connection's
+/// loop thread with every answer that finished in one turn of the loop, so it must only hand them over.
+protocol APNsAnswerSink: AnyObject, Sendable {
+    func post(_ answers: [(index: Int, answer: APNsExchange)])
+}
+
+/// Answers of submitted pushes that finished during one turn of a connection's loop, handed to their sinks together
+/// when the turn ends: the answers one read brings cost each fan-out one lock and at most one wake-up, not one of
+/// each per answer.
+///
+/// `@unchecked Sendable`: created with its connection and used only by that connection's loop thread.
+final class AnswerBatch: @unchecked Sendable {
+    private var pending: [ObjectIdentifier: (sink: any APNsAnswerSink, answers: [(index: Int, answer: APNsExchange)])] = [:]
+
+    func add(_ answer: APNsExchange, index: Int, for sink: any APNsAnswerSink) {
+        pending[ObjectIdentifier(sink), default: (sink, [])].answers.append((index, answer))
+    }
+
+    /// Hands every collected answer over. Loop thread, at the start of each turn and when the loop ends.
+    func flush() {
+        guard !pending.isEmpty else { return }
+        let batches = pending
+        pending.removeAll(keepingCapacity: true)
+        for batch in batches.values { batch.sink.post(batch.answers) }
+    }
+}
