@@ -14,6 +14,8 @@ final class Store {
     /// The file's device and inode when it was opened: if the path later names another file (or none), the relay
     /// would be writing to an unlinked file that vanishes at exit.
     private let identity: (device: UInt64, inode: UInt64)?
+    /// Copies the write-ahead log into the file off the relay's path; stopped with the store.
+    private let checkpointer: WALCheckpointer
 
     /// Opens the file at `path` (creating it on first boot), sets the connection up and brings the schema to
     /// the latest version. Throws a `StoreError` naming the path, the problem and the fix; never traps on a
@@ -25,6 +27,7 @@ final class Store {
             try Store.migrate(db, path: path)
             try Store.verify(db)
             self.database = db
+            self.checkpointer = try WALCheckpointer(path: path)
         } catch let error as SQLiteError {
             throw StoreError.diagnosing(error, path: path)
         }
@@ -73,6 +76,10 @@ final class Store {
         // In WAL mode NORMAL never corrupts; an OS crash or power cut may lose the last commits (a process crash
         // does not), which at worst means one pause is announced again after the machine comes back.
         try db.execute("PRAGMA synchronous = NORMAL")
+        // Checkpoints run on `WALCheckpointer`'s own thread, never inside one of the relay's commits; the log file
+        // a checkpoint has emptied is cut back to 4 MiB when it is reused.
+        try db.execute("PRAGMA wal_autocheckpoint = 0")
+        try db.execute("PRAGMA journal_size_limit = \(4 << 20)")
     }
 
     /// Brings the schema from `PRAGMA user_version` up to `migrations.count`, all in one write transaction so
