@@ -10,23 +10,33 @@ extension Coordinator {
 
     private func nowMs() -> Int64 { Int64(now() * 1000) }
 
-    /// Writes `batches` (and, in the same transaction, the announce's props) and returns the pushes to send now.
-    /// nil when the store refused: nothing was queued and the caller's job is tried again.
+    /// Writes `batches` and returns the pushes to send now; in the same transaction, the announce's props, the
+    /// end's forgotten activities, or the reminder's claim (`reminded`: the pause's one reminder; when it was
+    /// already claimed or the pause ended, nothing is queued and the answer is no pushes). nil when the store
+    /// refused: nothing was queued and the caller's job is tried again.
     func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String)? = nil,
-                 forgetActivitiesOf runID: String? = nil) -> [OutboxItem]? {
+                 forgetActivitiesOf runID: String? = nil, reminded: (stateID: String, at: Int64)? = nil) -> [OutboxItem]? {
         do {
             let items = try store.enqueue(batches, dueMs: nowMs()) {
                 if let props { try store.setProps(stateID: props.stateID, props: props.json) }
                 if let runID { try store.deleteActivities(runID: runID) }
+                if let reminded, try !store.markReminded(stateID: reminded.stateID, at: reminded.at) {
+                    throw ReminderClaimed()
+                }
             }
             for item in items { sending.insert(item.id) }
             if !items.isEmpty { nextDueMs = min(nextDueMs ?? .max, nowMs()) }
             return items
+        } catch is ReminderClaimed {
+            return []
         } catch {
             Log.error("store.failed", ["action": "enqueue", "error": "\(error)"])
             return nil
         }
     }
+
+    /// The reminder was already claimed, or its pause ended: its transaction is rolled back, nothing is sent.
+    private struct ReminderClaimed: Error {}
 
     /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:seconds:)`.
     func settled(_ answers: [(OutboxItem, Delivery, Double)]) {

@@ -112,8 +112,10 @@ extension Coordinator {
                     if try !store.insertPause(pause) { skipped.insert(pause.stateID) }
                 case .setTimeout(let stateID, let timeoutAt):
                     try store.setTimeout(stateID: stateID, timeoutAt: timeoutAt)
-                case .markReminded(let stateID, let at):
-                    if try !store.markReminded(stateID: stateID, at: at) { skipped.insert(stateID) }
+                case .markReminded:
+                    // Claimed in the store by the reminder's own outbox write, in one transaction (`enqueue`): a
+                    // kill between a separate claim and the pushes would lose the reminder for good.
+                    break
                 case .markEnded(let stateID, let at, let state):
                     if try !store.markEnded(stateID: stateID, state: state, at: at) { skipped.insert(stateID) }
                     drop(PauseJob.Kind.announce(nil), stateID: stateID)
@@ -151,8 +153,6 @@ extension Coordinator {
         case .record(let pause):
             skipped.insert(pause.stateID)
             unrecordedRuns.failed(pause.runID, now: now(), random: Double.random(in: 0..<1))
-        case .markReminded(let stateID, _):
-            skipped.insert(stateID)  // the next tick decides the reminder again
         case .markEnded(let stateID, _, _):
             skipped.insert(stateID)
             if let runID = watcher.pauses[stateID]?.runID {

@@ -37,11 +37,14 @@ actor Coordinator {
     init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool,
          now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
         watcher = Watcher(pauses: try store.allPauses())
-        // Pauses whose announce never reached the outbox before the last stop, and pushes still stored: both resume.
+        // Pauses whose announce never reached the outbox before the last stop, ended pauses whose Live Activities
+        // were never ended, and pushes still stored: all resume.
         let started = now()
-        for stateID in try store.unannouncedPauses() {
+        let unfinished = try store.unannouncedPauses().map { ($0, PauseJob.Kind.announce(nil)) }
+            + store.pausesWithActivitiesLeft().map { ($0, PauseJob.Kind.end) }
+        for (stateID, kind) in unfinished {
             guard let pause = watcher.pauses[stateID] else { continue }
-            let job = PauseJob(.announce(nil), pause)
+            let job = PauseJob(kind, pause)
             jobs[job.key] = job
             jobRetries.now(job.key, at: started)
         }

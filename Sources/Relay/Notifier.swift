@@ -67,8 +67,11 @@ struct Notifier: Sendable {
         return true
     }
 
+    /// The reminder's pushes go to the outbox in the transaction that claims the pause's one reminder, so a kill
+    /// can't leave it claimed but never queued.
     private func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double) async -> Bool {
-        guard apns != nil else { return true }
+        let claim = (stateID: pause.stateID, at: pause.remindedAt ?? Int64(now()))
+        guard apns != nil else { return await relay.enqueue([], reminded: claim) != nil }
         guard let props = await storedProps(pause), let devices = await relay.devices() else { return false }
         let expiry = props.timeoutAt ?? Int64(now()) + 300
         let batches = perServer(devices, props) { deviceProps, group in
@@ -76,7 +79,7 @@ struct Notifier: Sendable {
             return [OutboxBatch(message: message(reminder, .reminder, pause, expiry: expiry),
                                 recipients: group.map { ($0, $0.token) })]
         }
-        guard let items = await relay.enqueue(batches) else { return false }
+        guard let items = await relay.enqueue(batches, reminded: claim) else { return false }
         await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "remind")
         return true
     }

@@ -55,6 +55,20 @@ extension Store {
             """) { $0.string(0) }
     }
 
+    /// Ended pauses whose Live Activities were never ended: the run has activity tokens left (the end's outbox write
+    /// forgets them) and no waiting pause. Only a stop between the pause's end and that write leaves one; the
+    /// relay ends them after a restart.
+    func pausesWithActivitiesLeft() throws -> [String] {
+        try read("""
+            SELECT p.state_id FROM pauses p
+            WHERE p.ended_at IS NOT NULL
+              AND EXISTS (SELECT 1 FROM activities a WHERE a.run_id = p.run_id)
+              AND NOT EXISTS (SELECT 1 FROM pauses w WHERE w.run_id = p.run_id AND w.ended_at IS NULL)
+              AND NOT EXISTS (SELECT 1 FROM pauses l WHERE l.run_id = p.run_id AND l.paused_at > p.paused_at)
+            ORDER BY p.ended_at
+            """) { $0.string(0) }
+    }
+
     /// Sets a pause's timeout once it is known (events don't carry it; the run read does).
     @discardableResult
     func setTimeout(stateID: String, timeoutAt: Int64) throws -> Bool {

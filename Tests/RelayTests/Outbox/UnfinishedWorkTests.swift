@@ -1,0 +1,72 @@
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+/// Work the relay decided on survives a stop at any point: the reminder is claimed in the transaction that queues
+/// its pushes, and Live Activities left unended by a stop are ended after the restart.
+@Suite struct UnfinishedWorkTests {
+    /// A coordinator on the store file `dir` holds, as the relay starts one (its own connection).
+    private func coordinator(_ dir: StoreScratch) throws -> Coordinator {
+        let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
+        let store = try Store(path: dir.file("relay.db"))
+        return try Coordinator(store: store, prefect: PrefectClient(config: config, http: try HTTPPool()),
+                               apnsConfigured: true, now: { 1_000 })
+    }
+
+    private func reminder(_ device: Device) -> OutboxBatch {
+        OutboxBatch(message: OutboxMessage(stateID: "s1", runID: "run-1", purpose: .reminder, kind: .alert,
+                                           topic: "io.example", priority: 10, collapseID: "s1", expiresAt: 10_000,
+                                           payload: #"{"aps":{}}"#),
+                    recipients: [(device, device.token)])
+    }
+
+    @Test func aReminderIsClaimedWithItsPushesAndOnlyOnce() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phone = try store.upsertDevice(registration("phone"), now: 1)
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        let relay = try coordinator(dir)
+
+        let first = await relay.enqueue([reminder(phone)], reminded: ("s1", 900))
+        #expect(first?.count == 1)
+        // Claimed already: the second reminder's transaction is rolled back, nothing more is queued.
+        #expect(await relay.enqueue([reminder(phone)], reminded: ("s1", 950)) == [])
+
+        let reopened = try dir.store()
+        #expect(try reopened.pause(stateID: "s1")?.remindedAt == 900)
+        #expect(try reopened.outboxCount() == 1)
+    }
+
+    @Test func aReminderForAnEndedPauseQueuesNothing() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phone = try store.upsertDevice(registration("phone"), now: 1)
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.markEnded(stateID: "s1", state: "Running", at: 5)
+        let relay = try coordinator(dir)
+        #expect(await relay.enqueue([reminder(phone)], reminded: ("s1", 900)) == [])
+        #expect(try dir.store().outboxCount() == 0)
+    }
+
+    @Test func liveActivitiesLeftByAStopAreEndedAfterTheRestart() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        try store.upsertDevice(registration("phone"), now: 1)
+        // run-1: its pause ended but its activity token is still stored (the end never reached the outbox).
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.setActivityToken(deviceID: "phone", runID: "run-1", token: "aa11")
+        try store.markEnded(stateID: "s1", state: "Running", at: 990)
+        // run-2: paused again, so its token belongs to the waiting pause; run-3: ended and its activities forgotten.
+        try store.insertPause(PauseRecord(stateID: "s2", runID: "run-2", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.markEnded(stateID: "s2", state: "Running", at: 5)
+        try store.insertPause(PauseRecord(stateID: "s2b", runID: "run-2", stateName: "Paused", pausedAt: 6, announcedAt: 6))
+        try store.setActivityToken(deviceID: "phone", runID: "run-2", token: "bb22")
+        try store.insertPause(PauseRecord(stateID: "s3", runID: "run-3", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.markEnded(stateID: "s3", state: "Completed", at: 5)
+        #expect(try store.pausesWithActivitiesLeft() == ["s1"])
+
+        let relay = try coordinator(dir)
+        let ends = await relay.jobs.values.filter { if case .end = $0.kind { true } else { false } }
+        #expect(ends.map(\.pause.stateID) == ["s1"])
+    }
+}
