@@ -47,10 +47,16 @@ package enum RelayMain {
     /// runtime's pool, and the main thread parked for good. A top-level `await` would instead hand the main thread to
     /// `dispatch_main()`, which ends it with `pthread_exit`: a forced unwind that searches the binary's unwind tables
     /// and keeps ~0.4 MB of their pages resident for nothing. Nothing in the relay runs on the main actor.
+    ///
+    /// The main thread waits in `sigsuspend` with an empty mask, as `dispatch_main()` did: it is the thread that
+    /// takes SIGTERM and SIGINT even when the relay was started with them blocked (a mask inherited through exec,
+    /// from a supervisor's worker thread), since every other thread of the relay blocks them.
     package static func launch() -> Never {
         Signals.install()
         Task.detached { await run() }
-        while true { pause() }
+        var none = sigset_t()
+        sigemptyset(&none)
+        while true { sigsuspend(&none) }
     }
 
     private static func run() async -> Never {
