@@ -46,9 +46,10 @@ extension Coordinator {
     /// One answer: metrics, what it means for the registry, and what becomes of the stored push.
     func settled(_ item: OutboxItem, _ delivery: Delivery, seconds: Double) {
         delivered(delivery, push: item.push, device: item.device, runID: item.runID, seconds: seconds)
+        // Jitter only matters for a retry; drawing it for every answer cost a getrandom(2) each.
         let verdict = schedule.verdict(delivery.outcome, attempts: item.attempts + 1,
                                        expiresAt: item.push.expiration ?? .max, now: now(),
-                                       random: Double.random(in: 0..<1))
+                                       random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1))
         if case .retry(let at) = verdict {
             metrics.pushRetries += 1
             nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000))
