@@ -30,6 +30,9 @@ extension APNsConnection {
                     continue
                 }
             }
+            // Answers this turn made itself (a failed connect, a deadline, a retired link) leave before the loop
+            // sleeps; those the socket brings in `waitForEvents` leave at the top of the next turn.
+            answers.flush()
             waitForEvents(now: now)
         }
     }

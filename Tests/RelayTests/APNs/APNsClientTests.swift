@@ -1,3 +1,4 @@
+import Synchronization
 @testable import RelayCore
 import Testing
 @testable import Relay
@@ -230,6 +231,31 @@ import Testing
             Issue.record("expected unreachable")
             return
         }
+    }
+
+    /// Answers a connection's loop makes itself (a failed connect, a deadline) reach the fan-out without waiting for
+    /// the loop's next wake-up.
+    @Test func fanOutToAnUnreachableHostIsAnsweredAtOnce() async throws {
+        var options = APNsClient.Options()
+        options.connection.reconnectDelayMs = 10
+        let credentials = Config.APNsCredentials(key: .file(APNsFixtures.keyPath), keyID: APNsFixtures.keyID,
+                                                 teamID: APNsFixtures.teamID)
+        let client = try APNsClient(credentials: credentials,
+                                    production: HTTPURL(tls: true, host: "127.0.0.1", port: 1, path: ""),
+                                    development: HTTPURL(tls: true, host: "127.0.0.1", port: 1, path: ""),
+                                    caFile: APNsFixtures.path("ca.pem"), options: options)
+        let tokens = (0..<3).map { APNsHarness.token(100 + $0) }
+        let items = tokens.map { (push: APNsHarness.alert($0), device: APNsHarness.device($0)) }
+        let answers = Mutex<[APNsOutcome]>([])
+        let fan = Task { await client.fanOut(items, retry: .noRetries) { _, delivery in answers.withLock { $0.append(delivery.outcome) } } }
+        for _ in 0..<50 where answers.withLock({ $0.count }) < items.count {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let answered = answers.withLock { $0 }
+        client.shutdown()  // ends a fan-out still waiting, so a failure here doesn't hang the suite
+        _ = await fan.value
+        #expect(answered.count == items.count, "the fan-out heard \(answered.count) of \(items.count) answers in 5 s")
+        #expect(answered.allSatisfy { if case .unreachable = $0 { true } else { false } })
     }
 
     @Test func fanOutKeepsOrderAndEffects() async throws {
