@@ -16,7 +16,8 @@ final class AnswerBatch: @unchecked Sendable {
         pending[ObjectIdentifier(sink), default: (sink, [])].answers.append((index, answer))
     }
 
-    /// Hands every collected answer over. Loop thread, at the start of each turn and when the loop ends.
+    /// Hands every collected answer over. Loop thread: at the start of each turn, before it sleeps, and when the loop
+    /// ends.
     func flush() {
         guard !pending.isEmpty else { return }
         let batches = pending
