@@ -17,32 +17,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import gc
-import http.client
 import json
 import math
 import os
 import platform
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+from harness import AUTH, free_port, http_call, log, register, spawn, stop, stop_all  # noqa: E402
 from peer import ScriptedPrefect  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, ".build", "release")
 FIX = os.path.join(ROOT, "Tests", "RelayTests", "Fixtures", "apns")
 PYTHON = sys.executable
-AUTH = "admin:pass"
-BASIC = "Basic " + base64.b64encode(AUTH.encode()).decode()
 KEY_ID, TEAM_ID = "TESTKEY123", "TEAM123456"
-started_processes: list[asyncio.subprocess.Process] = []
 
 
 # MARK: - helpers
@@ -58,12 +53,6 @@ def summary_ms(values_ns: list[int]) -> dict:
             "p99": round(percentile(ms, 99), 3), "max": round(max(ms), 3)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rss_kb(pid: int) -> dict:
     out = {}
     with open(f"/proc/{pid}/status") as f:
@@ -73,84 +62,10 @@ def rss_kb(pid: int) -> dict:
     return out
 
 
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-async def spawn(*argv: str, env: dict | None = None, stdout=None, stderr=None,
-                group: bool = False) -> asyncio.subprocess.Process:
-    """Starts a child; with `group`, in a process group of its own (its children are stopped with it)."""
-    process = await asyncio.create_subprocess_exec(*argv, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                                                   stdout=stdout, stderr=stderr, start_new_session=group)
-    process.own_group = group
-    started_processes.append(process)
-    return process
-
-
-async def stop(process: asyncio.subprocess.Process, timeout: float = 10) -> None:
-    def send(sig):
-        try:
-            if getattr(process, "own_group", False):
-                os.killpg(process.pid, sig)  # the group this script created for it, nothing else
-            else:
-                process.send_signal(sig)
-        except ProcessLookupError:
-            pass
-
-    if process.returncode is None:
-        send(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), timeout)
-        except asyncio.TimeoutError:
-            send(signal.SIGKILL)
-            await process.wait()
-    elif getattr(process, "own_group", False):
-        send(signal.SIGKILL)  # stragglers the server left behind
-    if process in started_processes:
-        started_processes.remove(process)
-
-
-def http_call(port: int, method: str, path: str, body: dict | None = None, auth: str | None = BASIC,
-              timeout: float = 10) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {"content-type": "application/json"} if body is not None else {}
-        if auth:
-            headers["authorization"] = auth
-        connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-        reply = connection.getresponse()
-        return reply.status, reply.read()
-    finally:
-        connection.close()
-
-
 def register_devices(port: int, count: int, prefix: str) -> None:
-    """POST /devices `count` times over one keep-alive connection (the relay's own API, its own checks)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        for n in range(count):
-            digits = format(n, "x")
-            body = json.dumps({"id": f"{prefix}-{n}", "token": "cd" + "0" * (62 - len(digits)) + digits,
-                               "environment": "production", "server_id": "bench"})
-            for attempt in range(2):
-                try:
-                    connection.request("POST", "/devices", body=body,
-                                       headers={"content-type": "application/json", "authorization": BASIC})
-                    reply = connection.getresponse()
-                    reply.read()
-                    break
-                except (http.client.HTTPException, ConnectionError):
-                    connection.close()
-                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                    if attempt:
-                        raise
-            if reply.status != 200:
-                raise RuntimeError(f"POST /devices answered {reply.status}")
-            if reply.getheader("connection", "").lower() == "close":
-                connection.close()
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    finally:
-        connection.close()
+    """`count` devices through the relay's own API (its own checks), over one keep-alive connection."""
+    register(port, [{"id": f"{prefix}-{n}", "token": "cd" + format(n, "062x"), "environment": "production",
+                     "server_id": "bench"} for n in range(count)])
 
 
 # MARK: - fake APNs
@@ -712,8 +627,7 @@ async def main() -> None:
                                                  3 if args.quick else 10)
     finally:
         await peer.stop()
-        for process in list(started_processes):
-            await stop(process)
+        await stop_all()
     results["table"] = table(results)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)

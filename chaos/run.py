@@ -98,6 +98,12 @@ class Stack:
                 await self.relay.start()
             await asyncio.sleep(0.2)
 
+    async def settled(self, pause: Pause) -> dict:
+        """Waits at most `WINDOW` from now for every phone's alert and start for `pause`, then tallies it."""
+        deadline = time.monotonic() + WINDOW
+        await self.settle([pause], deadline)
+        return tally(self, [pause], [deadline])
+
 
 @contextlib.asynccontextmanager
 async def bring_up(ctx: Context, name: str, count: int, db_dir: str | None = None):
@@ -230,9 +236,7 @@ async def apns_kill(ctx: Context) -> dict:
         seen, pause = stack.fake.arrivals.total - sent.before, sent.pause
         await asyncio.sleep(1)
         await stack.fake.start()
-        deadline = time.monotonic() + WINDOW
-        await stack.settle([pause], deadline)
-        return {**tally(stack, [pause], [deadline]), "note": "killed after " + progress(seen, 2 * count)}
+        return {**(await stack.settled(pause)), "note": "killed after " + progress(seen, 2 * count)}
 
 
 async def apns_503(ctx: Context) -> dict:
@@ -243,9 +247,7 @@ async def apns_503(ctx: Context) -> dict:
         pause = await pauser.pause()
         await asyncio.sleep(max(0.0, pause.called_ns / 1e9 + 12 - time.monotonic()))
         await stack.fake.command("answer normal")
-        deadline = time.monotonic() + WINDOW
-        await stack.settle([pause], deadline)
-        return tally(stack, [pause], [deadline])
+        return await stack.settled(pause)
 
 
 async def apns_goaway(ctx: Context) -> dict:
@@ -254,10 +256,9 @@ async def apns_goaway(ctx: Context) -> dict:
         pauser = await stack.pauser()
         await stack.fake.command("goaway 500")
         pause = await pauser.pause()
-        deadline = time.monotonic() + WINDOW
-        await stack.settle([pause], deadline)
+        result = await stack.settled(pause)
         await stack.fake.command("goaway off")
-        return tally(stack, [pause], [deadline])
+        return result
 
 
 async def rest_500(ctx: Context) -> dict:
@@ -269,9 +270,7 @@ async def rest_500(ctx: Context) -> dict:
         end = pause.called_ns / 1e9 + 3
         stack.proxy.fail_run_reads(end)
         await asyncio.sleep(max(0.0, end - time.monotonic()))
-        deadline = time.monotonic() + WINDOW
-        await stack.settle([pause], deadline)
-        return {**tally(stack, [pause], [deadline]), "note": f"{stack.proxy.injected} run reads answered 500"}
+        return {**(await stack.settled(pause)), "note": f"{stack.proxy.injected} run reads answered 500"}
 
 
 async def sqlite_lock(ctx: Context) -> dict:
@@ -289,9 +288,7 @@ async def sqlite_lock(ctx: Context) -> dict:
                 raise RuntimeError("the lock holder did not commit")
         finally:
             await stop(holder)
-        deadline = time.monotonic() + WINDOW
-        await stack.settle([pause], deadline)
-        return tally(stack, [pause], [deadline])
+        return await stack.settled(pause)
 
 
 async def disk_full(ctx: Context) -> dict:
@@ -311,9 +308,7 @@ async def disk_full(ctx: Context) -> dict:
             pause = await pauser.pause()
             await asyncio.sleep(max(0.0, started + 10 - time.monotonic()))
             os.remove(filler)
-            deadline = time.monotonic() + WINDOW
-            await stack.settle([pause], deadline)
-            return tally(stack, [pause], [deadline])
+            return await stack.settled(pause)
     finally:
         subprocess.run(["umount", "--lazy", disk], capture_output=True)
 
@@ -401,9 +396,7 @@ async def apns_silence(ctx: Context) -> dict:
         pause = await pauser.pause()
         await asyncio.sleep(max(0.0, started + 15 - time.monotonic()))
         await stack.fake.command("silence off")
-        deadline = time.monotonic() + WINDOW
-        await stack.settle([pause], deadline)
-        return tally(stack, [pause], [deadline])
+        return await stack.settled(pause)
 
 
 async def db_deleted(ctx: Context) -> dict:

@@ -4,101 +4,27 @@ flows that pause. 127.0.0.1 only; every wait has a deadline; `stop_all()` stops 
 from __future__ import annotations
 
 import asyncio
-import base64
 import http.client
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+from harness import (AUTH, BASIC, free_port, http_call, log, register, signal_process, spawn, started, stop,  # noqa: E402,F401
+                     stop_all)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 FIX = os.path.join(ROOT, "Tests", "RelayTests", "Fixtures", "apns")
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
-AUTH = "admin:pass"
-BASIC = "Basic " + base64.b64encode(AUTH.encode()).decode()
 KEY_ID, TEAM_ID = "TESTKEY123", "TEAM123456"
-started: list[asyncio.subprocess.Process] = []
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# MARK: - processes
-
-async def spawn(*argv: str, env: dict | None = None, log_path: str | None = None, stdin=subprocess.DEVNULL,
-                stdout=None, group: bool = False) -> asyncio.subprocess.Process:
-    """Starts a child (stderr, and stdout unless piped, into `log_path`); with `group`, in a session of its own so
-    its children are stopped with it."""
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *argv, env={**os.environ, **(env or {})}, stdin=stdin, stdout=stdout or out, stderr=out,
-            start_new_session=group)
-    finally:
-        if log_path:
-            out.close()
-    process.own_group = group
-    started.append(process)
-    return process
-
-
-def signal_process(process: asyncio.subprocess.Process, sig: int) -> None:
-    try:
-        if process.own_group:
-            os.killpg(process.pid, sig)  # the session this harness created for it, nothing else
-        else:
-            process.send_signal(sig)
-    except ProcessLookupError:
-        pass
-
-
-async def stop(process: asyncio.subprocess.Process, timeout: float = 10) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; a group's stragglers are killed too."""
-    if process.returncode is None:
-        signal_process(process, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), timeout)
-        except asyncio.TimeoutError:
-            signal_process(process, signal.SIGKILL)
-            await process.wait()
-    if process.own_group:
-        signal_process(process, signal.SIGKILL)
-    if process in started:
-        started.remove(process)
-
-
-async def stop_all() -> None:
-    for process in list(reversed(started)):
-        await stop(process, timeout=5)
 
 
 # MARK: - HTTP
-
-def http_call(port: int, method: str, path: str, body: dict | None = None, auth: str | None = BASIC,
-              timeout: float = 10) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {"content-type": "application/json"} if body is not None else {}
-        if auth:
-            headers["authorization"] = auth
-        connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-        reply = connection.getresponse()
-        return reply.status, reply.read()
-    finally:
-        connection.close()
-
 
 async def call(port: int, method: str, path: str, body: dict | None = None, timeout: float = 10) -> tuple[int, bytes]:
     return await asyncio.to_thread(http_call, port, method, path, body, BASIC, timeout)
@@ -319,32 +245,9 @@ def devices(count: int) -> list[Device]:
     return [Device(f"phone-{n}", "a1" + format(n, "062x"), "b1" + format(n, "062x")) for n in range(count)]
 
 
-def register(port: int, phones: list[Device]) -> None:
-    """POST /devices for each, over one keep-alive connection (reopened when the relay closes it)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        for phone in phones:
-            body = json.dumps({"id": phone.id, "token": phone.token, "start_token": phone.start_token,
-                               "environment": "production", "server_id": "chaos"})
-            for attempt in range(3):
-                try:
-                    connection.request("POST", "/devices", body=body,
-                                       headers={"content-type": "application/json", "authorization": BASIC})
-                    reply = connection.getresponse()
-                    reply.read()
-                    break
-                except (http.client.HTTPException, ConnectionError):
-                    connection.close()
-                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                    if attempt == 2:
-                        raise
-            if reply.status != 200:
-                raise RuntimeError(f"POST /devices answered {reply.status}")
-            if reply.getheader("connection", "").lower() == "close":
-                connection.close()
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    finally:
-        connection.close()
+def register_phones(port: int, phones: list[Device]) -> None:
+    register(port, [{"id": phone.id, "token": phone.token, "start_token": phone.start_token,
+                     "environment": "production", "server_id": "chaos"} for phone in phones])
 
 
 class Relay:
@@ -386,7 +289,7 @@ class Relay:
             return None
 
     async def register(self, phones: list[Device]) -> None:
-        await asyncio.to_thread(register, self.port, phones)
+        await asyncio.to_thread(register_phones, self.port, phones)
 
     async def kill(self) -> None:
         signal_process(self.process, signal.SIGKILL)

@@ -20,21 +20,14 @@ import sqlite3
 import subprocess
 import tempfile
 import time
-import urllib.request
+
+from harness import free_port, start_prefect, stop_processes  # tools/harness.py, beside this file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUTH = "demo:demo"
 GOOD = "Basic ZGVtbzpkZW1v"
 TOKEN = "ab" * 32
 KEEP = "keep-me"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def exchange(port, data, timeout=8.0):
@@ -139,18 +132,7 @@ def main():
     try:
         prefect_port, relay_port = free_port(), free_port()
         api = f"http://127.0.0.1:{prefect_port}/api"
-        env = dict(os.environ, PREFECT_HOME=work + "/prefect", PREFECT_SERVER_API_AUTH_STRING=AUTH,
-                   PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="false")
-        procs.append(subprocess.Popen([args.prefect, "server", "start", "--host", "127.0.0.1", "--port",
-                                       str(prefect_port)], env=env, stdout=open(work + "/prefect.log", "w"),
-                                      stderr=subprocess.STDOUT))
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(api + "/health", timeout=2).status == 200:
-                    break
-            except Exception:
-                time.sleep(0.3)
+        procs.append(start_prefect(args.prefect, work, prefect_port, AUTH))
         relay = subprocess.Popen([args.relay], env=dict(os.environ, PREFECT_API_URL=api, PREFECT_API_AUTH_STRING=AUTH,
                                                        PORT=str(relay_port), DB_PATH=work + "/relay.db",
                                                        BASE_PATH="/push", LOG_LEVEL="warn"),
@@ -210,13 +192,7 @@ def main():
             "by_kind": results,
         }, indent=1))
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         shutil.rmtree(work, ignore_errors=True)
 
 

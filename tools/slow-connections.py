@@ -26,19 +26,13 @@ import time
 import urllib.request
 from datetime import datetime
 
+from harness import free_port, start_prefect, stop_processes  # tools/harness.py, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "Tests/RelayTests/Fixtures/apns")
 AUTH = "demo:demo"
 AUTH_HEADER = "Basic ZGVtbzpkZW1v"
 TOKEN = "ab" * 32
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(what, seconds, check):
@@ -138,12 +132,7 @@ def main():
     try:
         prefect_port, relay_port, prod_port, dev_port = free_port(), free_port(), free_port(), free_port()
         api = f"http://127.0.0.1:{prefect_port}/api"
-        env = dict(os.environ, PREFECT_HOME=work + "/prefect", PREFECT_SERVER_API_AUTH_STRING=AUTH,
-                   PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="false")
-        procs.append(subprocess.Popen([args.prefect, "server", "start", "--host", "127.0.0.1", "--port",
-                                       str(prefect_port)], env=env, stdout=open(work + "/prefect.log", "w"),
-                                      stderr=subprocess.STDOUT))
-        wait_for("Prefect", 120, lambda: urllib.request.urlopen(api + "/health", timeout=2).status == 200)
+        procs.append(start_prefect(args.prefect, work, prefect_port, AUTH))
 
         phone = open(work + "/phone.log", "w")
         relay_env = dict(os.environ, PREFECT_API_URL=api, PREFECT_API_AUTH_STRING=AUTH, PORT=str(relay_port),
@@ -246,13 +235,7 @@ def main():
         }
         print(json.dumps(result, indent=1))
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         if os.environ.get("KEEP_WORK"):
             print("work directory:", work, file=sys.stderr)
         else:
