@@ -24,8 +24,8 @@ extension Coordinator {
                     throw ReminderClaimed()
                 }
             }
+            // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
-            if !items.isEmpty { nextDueMs = min(nextDueMs ?? .max, nowMs()) }
             return items
         } catch is ReminderClaimed {
             return []
@@ -81,10 +81,13 @@ extension Coordinator {
         let room = APNsClient.fanOutWindow - sending.count
         guard room > 0 else { return }
         let items: [OutboxItem]
+        let now = nowMs()
         do {
-            items = Array(try store.duePushes(nowMs: nowMs(), limit: room + sending.count)
-                .filter { !sending.contains($0.id) }.prefix(room))
-            nextDueMs = try store.nextDueMs()
+            let due = try store.duePushes(nowMs: now, limit: room + sending.count)
+            items = Array(due.filter { !sending.contains($0.id) }.prefix(room))
+            // Every row due now is taken here or under way (its answer reschedules it), unless the read hit its
+            // limit; so the next look is at the soonest later row, not at once on every tick of a fan-out.
+            nextDueMs = due.count == room + sending.count ? now : try store.nextDueMs(afterMs: now)
         } catch {
             Log.error("store.failed", ["action": "drain", "error": "\(error)"])
             return

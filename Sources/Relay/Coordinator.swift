@@ -41,7 +41,8 @@ actor Coordinator {
         // were never ended, and pushes still stored: all resume.
         let started = now()
         let unfinished = try store.unannouncedPauses().map { ($0, PauseJob.Kind.announce(nil)) }
-            + store.pausesWithActivitiesLeft().map { ($0, PauseJob.Kind.end) }
+            + store.pausesWithActivitiesLeft(endedAfter: Int64(started) - PauseJob.endRetryWindow)
+                .map { ($0, PauseJob.Kind.end) }
         for (stateID, kind) in unfinished {
             guard let pause = watcher.pauses[stateID] else { continue }
             let job = PauseJob(kind, pause)
@@ -143,8 +144,10 @@ actor Coordinator {
 }
 
 extension Coordinator {
-    /// Checkpoints the store's WAL at shutdown (the connection itself closes with the process).
+    /// Checkpoints the store's WAL at shutdown, after the background checkpointer has stopped (so the two never
+    /// contend); the connection itself closes with the process.
     func checkpoint() {
+        store.stopCheckpointing()
         do { try store.database.execute("PRAGMA wal_checkpoint(TRUNCATE)") } catch {
             Log.warn("store.checkpoint_failed", ["error": "\(error)"])
         }

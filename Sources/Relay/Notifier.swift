@@ -1,5 +1,4 @@
 import RelayCore
-import Synchronization
 
 /// Turns the watcher's announce / remind / end decisions into APNs pushes (DESIGN.md §5): gathers the context,
 /// builds one `WaitingProps` per pause, writes every device's push to the outbox (through the relay, which owns
@@ -212,7 +211,7 @@ struct Notifier: Sendable {
         let started = SystemClock.monotonic()
         let relay = self.relay
         // Answers reach the relay in batches, one actor hop per `Coordinator.settleBatch` pushes rather than one per push.
-        let answered = Mutex<[(OutboxItem, Delivery, Double)]>([])
+        let answered = Locked<[(OutboxItem, Delivery, Double)]>([])
         let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries) { index, delivery in
             let batch = answered.withLock { answers -> [(OutboxItem, Delivery, Double)] in
                 answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))

@@ -5,14 +5,14 @@ public enum HTTP1Request {
     /// header name isn't a token: such a request is refused rather than sent.
     public static func serialize(method: String, path: String, authority: String, headers: [(String, String)],
                                  body: [UInt8]?, userAgent: String) -> [UInt8]? {
-        guard !method.isEmpty, method.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte),
+        guard !method.isEmpty, method.utf8.allSatisfy(HTTPSyntax.isTokenByte),
               path.hasPrefix("/"), !path.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }),
               isFieldValue(authority), isFieldValue(userAgent) else {
             return nil
         }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(authority)\r\nUser-Agent: \(userAgent)\r\n"
         for (name, value) in headers {
-            guard !name.isEmpty, name.utf8.allSatisfy(HTTP1ResponseParser.isTokenByte), isFieldValue(value) else { return nil }
+            guard !name.isEmpty, name.utf8.allSatisfy(HTTPSyntax.isTokenByte), isFieldValue(value) else { return nil }
             // These are the pool's to set; a caller's copy would contradict them.
             if ["host", "user-agent", "content-length", "transfer-encoding", "connection"]
                 .contains(where: { HTTP1ResponseParser.sameToken($0, name) }) { continue }

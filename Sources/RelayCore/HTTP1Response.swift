@@ -155,12 +155,20 @@ public struct HTTP1ResponseParser: Sendable {
     }
 
     private mutating func fixed(_ remaining: Int) -> Bool {
-        let take = min(remaining, buffer.count - start)
+        let take = takeBody(upTo: remaining)
         guard take > 0 else { return false }
-        body.append(contentsOf: buffer[start..<start + take])
-        start += take
         if remaining == take { finish() } else { state = .fixed(remaining: remaining - take) }
         return true
+    }
+
+    /// Moves up to `limit` waiting bytes into the body; how many it moved (0: none is waiting).
+    private mutating func takeBody(upTo limit: Int) -> Int {
+        let take = min(limit, buffer.count - start)
+        guard take > 0 else { return 0 }
+        body.append(contentsOf: buffer[start..<start + take])
+        start += take
+        scan = start
+        return take
     }
 
     private mutating func chunkSize() -> Bool {
@@ -183,12 +191,9 @@ public struct HTTP1ResponseParser: Sendable {
     }
 
     private mutating func chunkData(_ remaining: Int) -> Bool {
-        let take = min(remaining, buffer.count - start)
+        let take = takeBody(upTo: remaining)
         guard take > 0 else { return false }
-        body.append(contentsOf: buffer[start..<start + take])
-        start += take
         state = remaining == take ? .chunkEnd : .chunkData(remaining: remaining - take)
-        scan = start
         return true
     }
 
@@ -228,13 +233,8 @@ public struct HTTP1ResponseParser: Sendable {
     }
 
     private mutating func untilClose() -> Bool {
-        let take = buffer.count - start
-        guard take > 0 else { return false }
-        guard body.count + take <= maxBody else { return stop(overMax) }
-        body.append(contentsOf: buffer[start...])
-        start = buffer.count
-        scan = start
-        return true
+        guard body.count + buffer.count - start <= maxBody else { return stop(overMax) }
+        return takeBody(upTo: buffer.count - start) > 0
     }
 
     /// Fails with `reason`; false, so the state loop stops.
@@ -315,7 +315,7 @@ public struct HTTP1ResponseParser: Sendable {
             }
             guard let colon = line.firstIndex(of: 0x3A), colon > line.startIndex else { return fail("a malformed header line") }
             let name = line[line.startIndex..<colon]
-            guard name.allSatisfy(Self.isTokenByte) else { return fail("a malformed header name") }
+            guard name.allSatisfy(HTTPSyntax.isTokenByte) else { return fail("a malformed header name") }
             let value = line[line.index(after: colon)...]
             guard !value.contains(0x00) else { return fail("a NUL in a header value") }
             parsed.append(.init(name: String(decoding: name, as: UTF8.self), value: Self.trimmed(value)))

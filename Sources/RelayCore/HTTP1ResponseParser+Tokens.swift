@@ -41,14 +41,6 @@ extension HTTP1ResponseParser {
         return Int(text)
     }
 
-    /// tchar (RFC 9110 §5.6.2).
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
-    }
-
     /// Comma-separated list items, trimmed, empty ones dropped.
     static func tokens(_ value: String) -> [String] {
         value.utf8.split(separator: 0x2C).map { item in

@@ -202,9 +202,10 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         }
         inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
         if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
-            let message = inbox
+            // Handed over before it is cleared: the buffer is unshared again by then, so clearing it keeps its
+            // storage instead of allocating a fresh one per message.
+            received(inbox)
             inbox.removeAll(keepingCapacity: true)
-            received(message)
         }
         return 0
     }

@@ -60,9 +60,11 @@ extension Store {
         }
     }
 
-    /// When the soonest stored push is due (unix ms), or nil when the outbox is empty.
-    func nextDueMs() throws -> Int64? {
-        try read("SELECT min(due_ms) FROM outbox") { $0.optionalInt64(0) }.first ?? nil
+    /// When the soonest stored push is due (unix ms), or nil when the outbox is empty; with `afterMs`, the soonest
+    /// due later than that.
+    func nextDueMs(afterMs: Int64 = .min) throws -> Int64? {
+        try read("SELECT min(due_ms) FROM outbox WHERE due_ms > ?1", [.integer(afterMs)]) { $0.optionalInt64(0) }
+            .first ?? nil
     }
 
     func outboxCount() throws -> Int { try count("SELECT count(*) FROM outbox") }

@@ -57,16 +57,17 @@ extension Store {
 
     /// Ended pauses whose Live Activities were never ended: the run has activity tokens left (the end's outbox write
     /// forgets them) and no waiting pause. Only a stop between the pause's end and that write leaves one; the
-    /// relay ends them after a restart.
-    func pausesWithActivitiesLeft() throws -> [String] {
+    /// relay ends them after a restart; those that ended before `endedAfter` are past ending
+    /// (`PauseJob.endRetryWindow`).
+    func pausesWithActivitiesLeft(endedAfter: Int64 = .min) throws -> [String] {
         try read("""
             SELECT p.state_id FROM pauses p
-            WHERE p.ended_at IS NOT NULL
+            WHERE p.ended_at IS NOT NULL AND p.ended_at > ?1
               AND EXISTS (SELECT 1 FROM activities a WHERE a.run_id = p.run_id)
               AND NOT EXISTS (SELECT 1 FROM pauses w WHERE w.run_id = p.run_id AND w.ended_at IS NULL)
               AND NOT EXISTS (SELECT 1 FROM pauses l WHERE l.run_id = p.run_id AND l.paused_at > p.paused_at)
             ORDER BY p.ended_at
-            """) { $0.string(0) }
+            """, [.integer(endedAfter)]) { $0.string(0) }
     }
 
     /// Sets a pause's timeout once it is known (events don't carry it; the run read does).

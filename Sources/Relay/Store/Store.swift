@@ -14,7 +14,8 @@ final class Store {
     /// The file's device and inode when it was opened: if the path later names another file (or none), the relay
     /// would be writing to an unlinked file that vanishes at exit.
     private let identity: (device: UInt64, inode: UInt64)?
-    /// Copies the write-ahead log into the file off the relay's path; stopped with the store.
+    /// Copies the write-ahead log into the file off the relay's path; stopped by `stopCheckpointing()` or with the
+    /// store.
     private let checkpointer: WALCheckpointer
 
     /// Opens the file at `path` (creating it on first boot), sets the connection up and brings the schema to
@@ -34,6 +35,9 @@ final class Store {
         self.path = path
         self.identity = Store.identity(of: path)
     }
+
+    /// Stops and joins the background checkpointer (the relay's stop, before its last checkpoint). Idempotent.
+    func stopCheckpointing() { checkpointer.stop() }
 
     /// Whether `path` still names the file this store opened. False when it was deleted or replaced underneath.
     var fileIsStillOurs: Bool {

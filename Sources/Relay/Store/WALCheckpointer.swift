@@ -20,15 +20,17 @@ final class WALCheckpointer: Sendable {
     private let inbox = Locked(Inbox())
     private let wakeSignal: WakeSignal
 
-    /// Opens the second connection now (so a file it can't open fails the store's start, not later) and starts
-    /// the thread that owns it.
+    /// Opens the second connection and starts the thread that owns it now: a file it can't open, or a thread that
+    /// can't start, fails the store's start rather than leaving a log that is never checkpointed.
     init(path: String) throws {
         wakeSignal = try WakeSignal()
         let connection = Connection(try Database(path: path))
         let wake = wakeSignal
         let inbox = self.inbox
-        let thread = LoopThread.start("store.checkpointer") {
+        guard let thread = LoopThread.start("store.checkpointer", {
             WALCheckpointer.run(connection.database, wake: wake, inbox: inbox)
+        }) else {
+            throw StartupError("DB_PATH", "could not start the thread that checkpoints the database; check the node's thread limit")
         }
         inbox.withLock { $0.thread = thread }
     }

@@ -46,7 +46,7 @@ public enum CredentialShape {
             return "the Authorization header holds a control or non-ASCII character"
         }
         let scheme = bytes.prefix { $0 != 0x20 }
-        guard !scheme.isEmpty, scheme.allSatisfy(HTTPFramer.isTokenByte) else {
+        guard !scheme.isEmpty, scheme.allSatisfy(HTTPSyntax.isTokenByte) else {
             return "the Authorization header must start with a scheme, e.g. Basic"
         }
         return nil

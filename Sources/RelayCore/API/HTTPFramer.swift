@@ -156,7 +156,7 @@ public struct HTTPFramer: Sendable {
         if line.count > limits.requestLine { throw Refusal(414, "the request line is over \(limits.requestLine / 1024) KiB") }
         if headerLines > limits.headerCount { throw Refusal(431, "more than \(limits.headerCount) header lines") }
         let parts = line.split(separator: 32, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(HTTPFramer.isTokenByte) else {
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(HTTPSyntax.isTokenByte) else {
             throw Refusal(400, "the request line must be METHOD /path HTTP/1.1")
         }
         guard let version = HTTPFramer.version(parts[2]) else {
@@ -177,7 +177,7 @@ public struct HTTPFramer: Sendable {
         var headers = Headers()
         for line in lines {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-                  line[..<colon].allSatisfy(HTTPFramer.isTokenByte) else {
+                  line[..<colon].allSatisfy(HTTPSyntax.isTokenByte) else {
                 throw Refusal(400, "a header line is malformed (name: value, no folding)")
             }
             var value = line[(colon + 1)...]
@@ -303,16 +303,6 @@ public struct HTTPFramer: Sendable {
         guard bytes.count == 8, bytes[0...4].elementsEqual("HTTP/".utf8), bytes[6] == UInt8(ascii: "."),
               (48...57).contains(bytes[5]), (48...57).contains(bytes[7]) else { return nil }
         return (Int(bytes[5] - 48), Int(bytes[7] - 48))
-    }
-
-    /// RFC 9110 token characters.
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
     }
 
     static func shown(_ method: String) -> String {

@@ -3,7 +3,8 @@
 /// Its memory is the set of `PauseRecord`s, keyed by the PAUSED state's id. Every change it makes to that
 /// memory comes out as a store action (`record`, `setTimeout`, `markReminded`, `markEnded`, `prune`), placed
 /// *before* the effect it guards (`announce`, `remind`, `end`), so the relay applies actions in order and a
-/// restart resumes from the store exactly where memory was. Give `init(pauses:)` every stored pause, ended
+/// restart resumes from the store exactly where memory was. (The relay writes `markReminded` together with the
+/// reminder's pushes, in one transaction, rather than on its own.) Give `init(pauses:)` every stored pause, ended
 /// ones included: an ended pause replayed by a reconnect's backfill must still be recognised.
 ///
 /// Rules, where the design leaves a choice:
