@@ -201,7 +201,7 @@ deps-bench: deps-python
 FUZZ_DIR     := .build/fuzz
 FUZZ_RUNS    ?= 1000000
 FUZZ_SMOKE_SECONDS ?= 5
-FUZZ_HARNESSES := HTTP Events Text Payload APNs
+FUZZ_HARNESSES := HTTP Events Text Payload APNs Response
 # Inputs up to 8 KiB; payload inputs up to 2 KiB (escaping already takes them past 4096 bytes, and each execution
 # then costs a quarter as much).
 FUZZ_MAX_LEN_Payload := 2048

@@ -9,9 +9,6 @@ extension Coordinator {
         (recentEvents.events(for: runID), recentEvents.artifacts(for: runID))
     }
 
-    /// Whether the socket has told all of the run's history (`RecentRunEvents.follows`): its history reads add nothing.
-    func follows(runID: String) -> Bool { recentEvents.follows(runID) }
-
     /// Every registered device; nil when the store could not be read (the caller tries again later).
     func devices() -> [Device]? {
         do { return try store.allDevices() } catch {

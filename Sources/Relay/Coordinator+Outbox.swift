@@ -50,9 +50,8 @@ extension Coordinator {
         let verdict = schedule.verdict(delivery.outcome, attempts: item.attempts + 1,
                                        expiresAt: item.push.expiration ?? .max, now: now(),
                                        random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1))
-        if case .retry(let at) = verdict {
+        if case .retry = verdict {
             metrics.pushRetries += 1
-            nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000))
         } else if !delivery.outcome.isDelivered {
             Log.warn("apns.gave_up", ["device": Log.short(item.push.deviceToken), "for": item.purpose.rawValue,
                                       "run": item.runID, "reason": delivery.outcome.label,
@@ -68,7 +67,11 @@ extension Coordinator {
         guard !settling.isEmpty else { return }
         do {
             try store.settle(settling)
-            for (id, _) in settling { sending.remove(id) }
+            for (id, verdict) in settling {
+                sending.remove(id)
+                // Only now is the row rescheduled in the store, so only now may the drain count on it.
+                if case .retry(let at) = verdict { nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000)) }
+            }
             settling.removeAll(keepingCapacity: true)
         } catch {
             Log.error("store.failed", ["action": "settle", "pushes": String(settling.count), "error": "\(error)"])

@@ -192,8 +192,9 @@ extension Coordinator {
     func start(_ job: PauseJob, receivedAt: Double = SystemClock.monotonic()) {
         jobs[job.key] = job
         guard runningJobs.insert(job.key).inserted else { return }
+        let followed = recentEvents.follows(job.pause.runID)
         background { notifier in
-            let done = await notifier.perform(job, receivedAt: receivedAt)
+            let done = await notifier.perform(job, receivedAt: receivedAt, followed: followed)
             await self.finished(job, done: done)
         }
     }

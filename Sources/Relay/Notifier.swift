@@ -15,17 +15,21 @@ struct Notifier: Sendable {
     static let defaultExpiry: Int64 = 24 * 3600
 
     /// Does one pause job; false when it could not (Prefect or the store failed) and should be tried again.
-    func perform(_ job: PauseJob, receivedAt: Double) async -> Bool {
+    /// `followed`: the socket has told the run's history since before the pause (read on the actor as the job
+    /// started, so the announce's Prefect reads don't wait for an actor hop first).
+    func perform(_ job: PauseJob, receivedAt: Double, followed: Bool) async -> Bool {
         switch job.kind {
-        case .announce(let origin): await announce(job.pause, origin, receivedAt: receivedAt)
-        case .remind(let minutes): await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt)
-        case .end: await end(job.pause, receivedAt: receivedAt)
+        case .announce(let origin): await announce(job.pause, origin, receivedAt: receivedAt, followed: followed)
+        case .remind(let minutes):
+            await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt, followed: followed)
+        case .end: await end(job.pause, receivedAt: receivedAt, followed: followed)
         }
     }
 
     /// Reads the context, then writes the props and every device's alert and Live Activity start to the outbox in
     /// one transaction, then sends them. `origin` nil: a retry, with only the stored record to go on.
-    private func announce(_ pause: PauseRecord, _ origin: Watcher.Origin?, receivedAt: Double) async -> Bool {
+    private func announce(_ pause: PauseRecord, _ origin: Watcher.Origin?, receivedAt: Double,
+                          followed: Bool) async -> Bool {
         let (flowID, flowName, pausedAt): (String?, String?, Double?) = switch origin {
         case .event(let event)?: (event.flowID, event.flowName, event.stateTimestamp)
         case .run(let run)?: (run.flowID, nil, run.stateTimestamp)
@@ -34,8 +38,8 @@ struct Notifier: Sendable {
         // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
         async let registered = relay.devices()
         let props: WaitingProps
-        switch await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt, announcing: true,
-                                receivedAt: receivedAt) {
+        switch await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt, followed: followed,
+                                announcing: true, receivedAt: receivedAt) {
         case .built(let built): props = built
         case .over: return true
         case .unavailable: return false
@@ -68,10 +72,12 @@ struct Notifier: Sendable {
 
     /// The reminder's pushes go to the outbox in the transaction that claims the pause's one reminder, so a kill
     /// can't leave it claimed but never queued.
-    private func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double) async -> Bool {
+    private func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double, followed: Bool) async -> Bool {
         let claim = (stateID: pause.stateID, at: pause.remindedAt ?? Int64(now()))
         guard apns != nil else { return await relay.enqueue([], reminded: claim) != nil }
-        guard let props = await storedProps(pause), let devices = await relay.devices() else { return false }
+        guard let props = await storedProps(pause, followed: followed), let devices = await relay.devices() else {
+            return false
+        }
         let expiry = props.timeoutAt ?? Int64(now()) + 300
         let batches = perServer(devices, props) { deviceProps, group in
             let reminder = Payloads.reminder(deviceProps, stateID: pause.stateID, minutesLeft: minutesLeft)
@@ -85,11 +91,11 @@ struct Notifier: Sendable {
 
     /// Ends the run's Live Activity on every phone that registered one; the end pushes are queued and the tokens
     /// forgotten in one transaction.
-    private func end(_ pause: PauseRecord, receivedAt: Double) async -> Bool {
+    private func end(_ pause: PauseRecord, receivedAt: Double, followed: Bool) async -> Bool {
         guard let activities = await relay.activities(runID: pause.runID) else { return false }
         guard !activities.isEmpty else { return true }
         guard apns != nil else { return await relay.enqueue([], forgetActivitiesOf: pause.runID) != nil }
-        guard let props = await storedProps(pause) else { return false }
+        guard let props = await storedProps(pause, followed: followed) else { return false }
         let stamp = Int64(now())
         let ended = pause.endedState ?? "Deleted"  // nil: the run is gone from the server
         let batches = activities.map { device, token in
@@ -115,10 +121,10 @@ struct Notifier: Sendable {
     /// Reads the run's context and builds the pause's props (the announce stores them for the reminder and the end).
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
+    /// A run the socket has `followed` since before the pause needs no history reads: it told us all of it.
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
-                            announcing: Bool = false, receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
-        // A run the socket has followed since before the pause needs no history reads: it told us all of it.
-        let followed = await relay.follows(runID: pause.runID)
+                            followed: Bool, announcing: Bool = false,
+                            receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
         guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
                                                    pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
                                                    flowName: flowName, readHistory: !followed) else {
@@ -176,12 +182,12 @@ struct Notifier: Sendable {
         return AlertText(context: context, readers: .live)
     }
 
-    private func storedProps(_ pause: PauseRecord) async -> WaitingProps? {
+    private func storedProps(_ pause: PauseRecord, followed: Bool) async -> WaitingProps? {
         if let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
            let props = WaitingProps(json: json) {
             return props
         }
-        if case .built(let props) = await buildProps(pause, flowID: nil) { return props }
+        if case .built(let props) = await buildProps(pause, flowID: nil, followed: followed) { return props }
         return nil
     }
 

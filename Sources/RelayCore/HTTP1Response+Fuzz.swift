@@ -1,5 +1,5 @@
 extension HTTP1ResponseParser {
-    /// A libFuzzer-style entry point (`LLVMFuzzerTestOneInput` calls it with the input bytes): the first byte picks
+    /// The fuzz entry point (`Fuzz/ResponseHarness.swift`, `make fuzz`; the tests call it too): the first byte picks
     /// a read size (1…256), the rest is fed in pieces of that size, then the connection "closes". Whatever the
     /// bytes, the parser must finish without trapping and within its limits; this checks the limits it promises.
     /// Small limits (4 KiB of headers, 64 KiB of body) keep each run fast. Returns 0, as libFuzzer expects.

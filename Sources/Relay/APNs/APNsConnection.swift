@@ -7,7 +7,7 @@ import Synchronization
 /// Requests wait in Swift until the link has a free stream, so nghttp2 never holds more than the limit.
 ///
 /// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing
-/// but the `inbox` Mutex and the eventfd. Every other stored `var` belongs to the loop thread.
+/// but the `inbox` lock and the eventfd. Every other stored `var` belongs to the loop thread.
 package final class APNsConnection: @unchecked Sendable {
     package struct Options: Sendable {
         /// Per-request deadline: a push with no answer by then finishes `.timedOut`.

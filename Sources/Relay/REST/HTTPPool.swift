@@ -16,7 +16,7 @@ import Synchronization
 /// blocks.
 ///
 /// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing but the
-/// `inbox` Mutex and the eventfd. Every other stored `var` belongs to the loop thread.
+/// `inbox` lock and the eventfd. Every other stored `var` belongs to the loop thread.
 final class HTTPPool: @unchecked Sendable {
     struct Options: Sendable {
         var maxConnectionsPerHost = 6
@@ -100,15 +100,19 @@ final class HTTPPool: @unchecked Sendable {
             let pending = PooledCall(call: call, request: request,
                                      deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000,
                                      continuation: continuation)
+            var refusal = "the relay is shutting down"
             let accepted = inbox.withLock { inbox -> Bool? in
                 guard !inbox.closing else { return nil }
                 if inbox.thread == nil { inbox.thread = startLoop() }
-                guard inbox.thread != nil else { return nil }
+                guard inbox.thread != nil else {
+                    refusal = "could not start the thread that talks to Prefect; the next call tries again"
+                    return nil
+                }
                 inbox.calls.append(pending)
                 return inbox.calls.count == 1
             }
             switch accepted {
-            case nil: pending.finish(.failure(HTTPFailure(reason: "the relay is shutting down")))
+            case nil: pending.finish(.failure(HTTPFailure(reason: refusal)))
             case true?: wake()
             case false?: break  // a wake-up for this batch is already on its way
             }
@@ -132,10 +136,15 @@ final class HTTPPool: @unchecked Sendable {
         }
     }
 
-    /// A connecting thread reports. Any thread.
+    /// A connecting thread reports. Any thread. After `close()` nobody will take it: dropped here, so its
+    /// connection closes at once instead of waiting in the inbox for the pool's end.
     func deliver(_ connected: Connected) {
-        inbox.withLock { $0.connected.append(connected) }
-        wake()
+        let taken = inbox.withLock { inbox -> Bool in
+            guard !inbox.closing else { return false }
+            inbox.connected.append(connected)
+            return true
+        }
+        if taken { wake() }
     }
 
     private func wake() { wakeSignal.wake() }
