@@ -93,18 +93,26 @@ class Run:
             row["flow_run_id"] = self.id
         self.rows_answer = http_response(200, json.dumps(rows).encode())
 
-        # The run moving on (a resume): ends the pause so waiting pauses don't pile up over a long benchmark.
+        # The run starting (before its pause, as every real run does) and moving on (a resume, which ends the
+        # pause so waiting pauses don't pile up over a long benchmark).
+        self.start_frame = self._running_frame(peer, now - 1, "PENDING", "Pending", str(uuid.uuid4()),
+                                               event["follows"])
+        self.resume_frame = self._running_frame(peer, now + 0.5, "PAUSED", "Paused", self.state_id,
+                                                str(uuid.uuid4()))
+
+    def _running_frame(self, peer: "ScriptedPrefect", at: float, from_type: str, from_name: str, follows: str,
+                       state_id: str) -> bytes:
         running = copy.deepcopy(peer.event_template)
-        later = now + 0.5
-        running.update(occurred=iso(later), received=iso(later), id=str(uuid.uuid4()), follows=self.state_id,
+        running.update(occurred=iso(at), received=iso(at), id=state_id, follows=follows,
                        event="prefect.flow-run.Running")
         running["resource"].update({"prefect.resource.id": "prefect.flow-run." + self.id,
-                                    "prefect.resource.name": name, "prefect.state-name": "Running",
-                                    "prefect.state-type": "RUNNING", "prefect.state-timestamp": iso(later, z=False)})
-        running["payload"] = {"intended": {"from": "PAUSED", "to": "RUNNING"},
-                              "initial_state": {"type": "PAUSED", "name": "Paused"},
+                                    "prefect.resource.name": self.name, "prefect.state-name": "Running",
+                                    "prefect.state-type": "RUNNING", "prefect.state-timestamp": iso(at, z=False)})
+        running["related"][0]["prefect.resource.id"] = "prefect.flow." + peer.flow_id
+        running["payload"] = {"intended": {"from": from_type, "to": "RUNNING"},
+                              "initial_state": {"type": from_type, "name": from_name},
                               "validated_state": {"type": "RUNNING", "name": "Running"}}
-        self.resume_frame = ws_frame(json.dumps({"type": "event", "event": running}).encode())
+        return ws_frame(json.dumps({"type": "event", "event": running}).encode())
 
 
 class ScriptedPrefect:

@@ -2,8 +2,6 @@ import RelayCore
 
 /// What the notifier needs from the store, and the store effects of APNs' answers. One actor hop each.
 extension Coordinator {
-    func countAnnounced() { metrics.announced += 1 }
-
     /// Custom events about the run seen live on the socket (see `RecentRunEvents`).
     func liveEvents(runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
         (recentEvents.events(for: runID), recentEvents.artifacts(for: runID))

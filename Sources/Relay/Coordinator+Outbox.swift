@@ -12,31 +12,46 @@ extension Coordinator {
 
     /// Writes `batches` and returns the pushes to send now; in the same transaction, the announce's props, the
     /// end's forgotten activities, or the reminder's claim (`reminded`: the pause's one reminder; when it was
-    /// already claimed or the pause ended, nothing is queued and the answer is no pushes). nil when the store
-    /// refused: nothing was queued and the caller's job is tried again.
+    /// already claimed or the pause ended, nothing is queued and the answer is no pushes; likewise for `props` on
+    /// a pause already announced). nil when the store refused, or holds no record of the announce's pause: nothing
+    /// was queued and the caller's job is tried again.
     func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String)? = nil,
                  forgetActivitiesOf runID: String? = nil, reminded: (stateID: String, at: Int64)? = nil) -> [OutboxItem]? {
         do {
             let items = try store.enqueue(batches, dueMs: nowMs()) {
-                if let props { try store.setProps(stateID: props.stateID, props: props.json) }
+                if let props {
+                    switch try store.setProps(stateID: props.stateID, props: props.json) {
+                    case .written: break
+                    case .alreadyAnnounced: throw NothingOwed()
+                    case .unrecorded: throw PauseUnrecorded()
+                    }
+                }
                 if let runID { try store.deleteActivities(runID: runID) }
                 if let reminded, try !store.markReminded(stateID: reminded.stateID, at: reminded.at) {
-                    throw ReminderClaimed()
+                    throw NothingOwed()
                 }
             }
             // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
+            if props != nil { metrics.announced += 1 }
             return items
-        } catch is ReminderClaimed {
+        } catch is NothingOwed {
             return []
+        } catch is PauseUnrecorded {
+            // The announce started before its pause's record was written, and that write failed: the watcher
+            // forgot the pause and the run is read again, so the job's retry is dropped unless it is recorded by then.
+            Log.warn("pause.unrecorded", ["state": props?.stateID ?? "", "note": "announce held until the pause is stored"])
+            return nil
         } catch {
             Log.error("store.failed", ["action": "enqueue", "error": "\(error)"])
             return nil
         }
     }
 
-    /// The reminder was already claimed, or its pause ended: its transaction is rolled back, nothing is sent.
-    private struct ReminderClaimed: Error {}
+    /// The reminder was already claimed, or its pause ended, or the announce's pause was already announced: the
+    /// transaction is rolled back, nothing is sent.
+    private struct NothingOwed: Error {}
+    private struct PauseUnrecorded: Error {}
 
     /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:seconds:)`.
     func settled(_ answers: [(OutboxItem, Delivery, Double)]) {

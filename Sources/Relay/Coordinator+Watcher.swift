@@ -103,12 +103,22 @@ extension Coordinator {
 
     /// Applies the watcher's actions in order. A store write that fails stops the effect it guards and is undone
     /// in the watcher, and the run is read again on the retry schedule: the step is taken again, not forgotten.
+    ///
+    /// An announce starts before its pause's record is written, so its Prefect reads overlap the write: the
+    /// announce's outbox write needs the record and fails without it (`enqueue`), and sends nothing for a pause
+    /// already announced.
     func apply(_ actions: [Watcher.Action], receivedAt: Double = SystemClock.monotonic()) {
         var skipped: Set<String> = []
+        var startedEarly: Set<String> = []
         for action in actions {
             do {
                 switch action {
                 case .record(let pause):
+                    if let announce = actions.lazy.compactMap(\.announced).first(where: { $0.pause.stateID == pause.stateID }) {
+                        Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
+                        start(PauseJob(.announce(announce.origin), announce.pause), receivedAt: receivedAt)
+                        startedEarly.insert(pause.stateID)
+                    }
                     if try !store.insertPause(pause) { skipped.insert(pause.stateID) }
                 case .setTimeout(let stateID, let timeoutAt):
                     try store.setTimeout(stateID: stateID, timeoutAt: timeoutAt)
@@ -123,7 +133,7 @@ extension Coordinator {
                     let pruned = try store.prunePauses(endedBefore: before)
                     if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
                 case .announce(let pause, let origin):
-                    guard !skipped.contains(pause.stateID) else { continue }
+                    guard !skipped.contains(pause.stateID), !startedEarly.contains(pause.stateID) else { continue }
                     Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
                     start(PauseJob(.announce(origin), pause), receivedAt: receivedAt)
                 case .remind(let pause, let minutes):
@@ -192,9 +202,10 @@ extension Coordinator {
     func start(_ job: PauseJob, receivedAt: Double = SystemClock.monotonic()) {
         jobs[job.key] = job
         guard runningJobs.insert(job.key).inserted else { return }
-        let followed = recentEvents.follows(job.pause.runID)
+        let hints = Notifier.JobHints(followed: recentEvents.follows(job.pause.runID),
+                                      inputLikely: habits.asksForInput(runID: job.pause.runID))
         background { notifier in
-            let done = await notifier.perform(job, receivedAt: receivedAt, followed: followed)
+            let done = await notifier.perform(job, receivedAt: receivedAt, hints: hints)
             await self.finished(job, done: done)
         }
     }
@@ -233,22 +244,39 @@ extension Coordinator {
         }
     }
 
-    /// Runs push work off the actor, counted so shutdown can wait for it.
+    /// Runs push work off the actor, counted so shutdown can wait for it. Detached: a task made here would start
+    /// on this actor, so only once the caller's store writes are done; this one starts at once on another thread.
     func background(_ work: @escaping @Sendable (Notifier) async -> Void) {
         guard let notifier else { return }
         backgroundWork += 1
-        Task {
+        Task.detached {
             await work(notifier)
-            self.finishedBackground()
+            await self.finishedBackground()
         }
     }
 
     private func finishedBackground() { backgroundWork -= 1 }
 }
 
+private extension Watcher.Action {
+    /// The pause this action announces, with where it was learned.
+    var announced: (pause: PauseRecord, origin: Watcher.Origin)? {
+        if case .announce(let pause, let origin) = self { (pause, origin) } else { nil }
+    }
+}
+
 // MARK: - Flow habits
 
 extension Coordinator {
+    /// What an announce's reads came to, in one hop: the run for the watcher (it carries the pause's timeout),
+    /// whether the flow's pause asked for input, and the run's custom events seen live so far.
+    func contextRead(_ run: FlowRun?, flowID: String?, askedForInput: Bool,
+                     runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
+        if let run { learned(run) }
+        habits.paused(flowID: flowID, askedForInput: askedForInput)
+        return liveEvents(runID: runID)
+    }
+
     /// Whether an announce of this flow's pause with no context yet should wait for a late context event.
     func shouldWaitForContext(flowID: String?) -> Bool { habits.shouldWait(flowID: flowID) }
 

@@ -19,9 +19,14 @@ struct ContextGatherer: Sendable {
     /// lags its event from one that has moved on. `flowName` is the name the Paused event's related flow carries;
     /// when known, the flow isn't read.
     /// `readHistory` false skips the artifacts and events reads (the socket already told them: `RecentRunEvents`).
+    /// `inputLikely` (the flow's last pause asked for input) reads the rows of every pause named like this one
+    /// (`stateName`) beside the run, rather than the keyset's own rows after it: one round trip instead of two.
     func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
-                readHistory: Bool = true) async -> Gathered?
+                readHistory: Bool = true, inputLikely: Bool = false, stateName: String = "Paused") async -> Gathered?
     {
+        // The run first: the input read waits on its keyset, and Prefect answers a connection's requests in turn.
+        async let runRead = currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
+        async let earlyRows = inputLikely ? earlyInputRows(runID: runID, stateName: stateName) : nil
         async let artifacts = readHistory ? prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
         ]) : .success([])
@@ -34,11 +39,11 @@ struct ContextGatherer: Sendable {
             "limit": 50,
         ]) : .failure(HTTPFailure(reason: "not read: the socket followed the run"))
         async let eventFlow = flowName(flowID, known: knownFlowName)
-        guard let (runJSON, movedOn) = await currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt),
-              let run = RunDetails(prefect: runJSON) else {
+        guard let (runJSON, movedOn) = await runRead, let run = RunDetails(prefect: runJSON) else {
             return nil
         }
-        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset)
+        let early = await earlyRows
+        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset, firstRead: early)
         let name: String?
         if let known = await eventFlow { name = known } else { name = await flowName(run.flowID) }
 
@@ -84,6 +89,20 @@ struct ContextGatherer: Sendable {
         return last.map { ($0, false) }
     }
 
+    /// The most rows the early read takes; a run with more rows under the wider prefix is read the usual way.
+    static let earlyInputLimit = 50
+
+    /// Every input row of the run whose key starts as a keyset for a pause named `stateName` does (Prefect names
+    /// them `<state name>-<pause key>-schema` and so on), read before the run says which pause key is this one's.
+    /// Nil when the read failed or may have been cut short by the limit (older pauses' rows come first).
+    private func earlyInputRows(runID: String, stateName: String) async -> [InputRow]? {
+        let prefix = stateName.lowercased() + "-"
+        guard case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
+                                                              ["prefix": .string(prefix), "limit": .int(Int64(Self.earlyInputLimit))]),
+              items.count < Self.earlyInputLimit else { return nil }
+        return InputRow.list(prefect: .array(items))
+    }
+
     private func flowName(_ flowID: String?, known: String?) async -> String? {
         if let known, !known.isEmpty { return known }
         return await flowName(flowID)
@@ -98,15 +117,20 @@ struct ContextGatherer: Sendable {
     /// event, so a row the keyset names but that isn't there yet is read again: `schemaRereadDelaysMs` until the
     /// schema is there, then `descriptionRereadDelaysMs`. `wait_for_input=str` names a description that never
     /// comes; its schema says so and ends the wait.
-    private func inputRows(runID: String, keyset: InputKeyset?) async -> [InputRow] {
+    /// `firstRead`: rows already read under a wider prefix (`earlyInputRows`), standing in for the first read.
+    private func inputRows(runID: String, keyset: InputKeyset?, firstRead: [InputRow]? = nil) async -> [InputRow] {
         guard let keyset, let schemaKey = keyset.schema else { return [] }
         let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
         var rows: [InputRow] = []
         var beforeSchema = Self.schemaRereadDelaysMs[...]
         var beforeDescription = Self.descriptionRereadDelaysMs[...]
+        var early = firstRead.map { $0.filter { row in row.key.hasPrefix(prefix) } }
         while true {
-            if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
-                                                                ["prefix": .string(prefix), "limit": 20]) {
+            if let read = early {
+                rows = read
+                early = nil
+            } else if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
+                                                                       ["prefix": .string(prefix), "limit": 20]) {
                 rows = InputRow.list(prefect: .array(items))
             }
             let keys = Set(rows.map(\.key))

@@ -99,10 +99,31 @@ extension Store {
 // MARK: - Props
 
 extension Store {
-    /// Keeps the props an announce was built from (JSON text), for the reminder and the end push.
+    /// What writing an announce's props found.
+    enum PropsWrite: Equatable {
+        case written
+        /// The pause has props already (it was announced), or was stored as not to be announced.
+        case alreadyAnnounced
+        /// No such pause is stored (its record failed, or hasn't been written yet).
+        case unrecorded
+    }
+
+    /// Keeps the props an announce was built from (JSON text), for the reminder and the end push: written onto its
+    /// recorded pause, only if it has none and was recorded to be announced. The props mark a pause announced
+    /// (`unannouncedPauses`), so a second announce of one pause writes nothing and sends nothing.
     @discardableResult
-    func setProps(stateID: String, props: String) throws -> Bool {
-        try write("UPDATE pauses SET props = ?2 WHERE state_id = ?1", [.text(stateID), .text(props)]) > 0
+    func setProps(stateID: String, props: String) throws -> PropsWrite {
+        if try write("""
+            UPDATE pauses SET props = ?2 WHERE state_id = ?1 AND props IS NULL AND announced_at IS NOT NULL
+            """, [.text(stateID), .text(props)]) > 0 {
+            return .written
+        }
+        let announced = try read("""
+            SELECT props IS NOT NULL OR announced_at IS NULL FROM pauses WHERE state_id = ?1
+            """, [.text(stateID)]) {
+            $0.int64(0) == 1
+        }
+        return announced.first == true ? .alreadyAnnounced : .unrecorded
     }
 
     func props(stateID: String) throws -> String? {

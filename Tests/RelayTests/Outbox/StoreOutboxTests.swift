@@ -39,6 +39,21 @@ import Testing
         #expect(try reopened.nextDueMs() == 5_000)
     }
 
+    /// The props mark a pause announced: an announce that started before its pause was stored finds no record, and
+    /// a second announce of one pause (or of one stored as not to be announced) writes nothing.
+    @Test func propsAreWrittenOnceAndOnlyOnARecordedAnnouncedPause() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        #expect(try store.setProps(stateID: "s1", props: "{}") == .unrecorded)
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        #expect(try store.setProps(stateID: "s1", props: #"{"a":1}"#) == .written)
+        #expect(try store.setProps(stateID: "s1", props: #"{"a":2}"#) == .alreadyAnnounced)
+        #expect(try store.props(stateID: "s1") == #"{"a":1}"#)
+        try store.insertPause(PauseRecord(stateID: "s2", runID: "run-2", stateName: "Paused", pausedAt: 1))
+        #expect(try store.setProps(stateID: "s2", props: "{}") == .alreadyAnnounced)
+        #expect(try store.props(stateID: "s2") == nil)
+    }
+
     @Test func settlingDeletesOrReschedulesInOneTransaction() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
