@@ -86,6 +86,9 @@ public struct Watcher: Sendable {
     public let rules: Rules
     /// Every known pause, waiting or ended, by state id.
     public private(set) var pauses: [String: PauseRecord] = [:]
+    /// The state ids of each run's pauses: a state event looks at its run's pauses, not at every pause kept for
+    /// the day (`retention`), so it costs the same with ten pauses kept or ten thousand.
+    private var byRun: [String: [String]] = [:]
     /// Exact state timestamps of pauses seen this session; the store keeps whole seconds only.
     private var exactStart: [String: Double] = [:]
     private var seen: RecentIDs
@@ -93,15 +96,37 @@ public struct Watcher: Sendable {
     public init(pauses: [PauseRecord], rules: Rules = Rules()) {
         self.rules = rules
         self.seen = RecentIDs(capacity: rules.seenCapacity)
-        for pause in pauses { self.pauses[pause.stateID] = pause }
+        for pause in pauses { keep(pause) }
     }
 
     /// Pauses still waiting on a person, for `/health`.
     public var waitingCount: Int { pauses.values.reduce(0) { $0 + ($1.isWaiting ? 1 : 0) } }
 
     /// Waiting pauses, oldest first (ties by state id), so actions come out in a stable order.
-    public var waiting: [PauseRecord] {
-        pauses.values.filter(\.isWaiting).sorted { ($0.pausedAt, $0.stateID) < ($1.pausedAt, $1.stateID) }
+    public var waiting: [PauseRecord] { Self.inOrder(pauses.values.filter(\.isWaiting)) }
+
+    /// The run's pauses still waiting, oldest first.
+    private func waiting(ofRun runID: String) -> [PauseRecord] {
+        Self.inOrder(pauses(ofRun: runID).filter(\.isWaiting))
+    }
+
+    private func pauses(ofRun runID: String) -> [PauseRecord] { (byRun[runID] ?? []).compactMap { pauses[$0] } }
+
+    private static func inOrder(_ records: [PauseRecord]) -> [PauseRecord] {
+        records.sorted { ($0.pausedAt, $0.stateID) < ($1.pausedAt, $1.stateID) }
+    }
+
+    /// Adds or replaces a pause (a state id always belongs to one run).
+    private mutating func keep(_ record: PauseRecord) {
+        if pauses.updateValue(record, forKey: record.stateID) == nil {
+            byRun[record.runID, default: []].append(record.stateID)
+        }
+    }
+
+    private mutating func forget(_ stateID: String) {
+        guard let removed = pauses.removeValue(forKey: stateID) else { return }
+        byRun[removed.runID]?.removeAll { $0 == stateID }
+        if byRun[removed.runID]?.isEmpty == true { byRun[removed.runID] = nil }
     }
 
     // MARK: - Handling
@@ -134,7 +159,7 @@ public struct Watcher: Sendable {
             observe(run, now: now, into: &actions)
             remind(now: now, into: &actions)
         case .runNotFound(let runID):
-            for pause in waiting where pause.runID == runID {
+            for pause in waiting(ofRun: runID) {
                 end(pause, state: nil, now: now, into: &actions)
             }
         case .tick:
@@ -151,7 +176,7 @@ public struct Watcher: Sendable {
     public mutating func revert(_ action: Action) {
         switch action {
         case .record(let pause):
-            pauses[pause.stateID] = nil
+            forget(pause.stateID)
             exactStart[pause.stateID] = nil
             seen.remove(pause.stateID)
         case .setTimeout(let stateID, _):
@@ -197,10 +222,10 @@ public struct Watcher: Sendable {
         exactStart[stateID] = timestamp
 
         // A replay of an earlier pause of a run whose later pause is already known: history, not news.
-        if let later = pauses.values.first(where: { $0.runID == runID && starts(after: timestamp, $0) }) {
+        if let later = pauses(ofRun: runID).first(where: { starts(after: timestamp, $0) }) {
             record.endedAt = Self.seconds(now)
             record.endedState = later.stateName
-            pauses[stateID] = record
+            keep(record)
             actions.append(.record(record))
             return
         }
@@ -209,7 +234,7 @@ public struct Watcher: Sendable {
         leave(runID: runID, to: name, at: timestamp, follows: follows, fromREST: fromREST, now: now, into: &actions)
 
         if now - timestamp < rules.announceWindow { record.announcedAt = Self.seconds(now) }
-        pauses[stateID] = record
+        keep(record)
         actions.append(.record(record))
         if record.announcedAt != nil { actions.append(.announce(record, origin)) }
     }
@@ -217,7 +242,7 @@ public struct Watcher: Sendable {
     /// The run is in a new state (named `name`, at `timestamp`): end its waiting pauses that state follows.
     private mutating func leave(runID: String, to name: String, at timestamp: Double, follows: String?,
                                 fromREST: Bool, now: Double, into actions: inout [Action]) {
-        for pause in waiting where pause.runID == runID {
+        for pause in waiting(ofRun: runID) {
             guard follows == pause.stateID || isAfter(pause, timestamp, lenient: fromREST) else { continue }
             end(pause, state: name, now: now, into: &actions)
         }
@@ -252,7 +277,7 @@ public struct Watcher: Sendable {
         let old = pauses.values.filter { ($0.endedAt ?? .max) < cutoff }
         guard !old.isEmpty else { return }
         for pause in old {
-            pauses[pause.stateID] = nil
+            forget(pause.stateID)
             exactStart[pause.stateID] = nil
         }
         actions.append(.prune(endedBefore: cutoff))

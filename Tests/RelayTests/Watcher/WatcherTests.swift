@@ -34,6 +34,37 @@ import Testing
         #expect(step2 == [])
     }
 
+    /// Each run's state events end that run's pauses only, among many runs' pauses kept (waiting and ended), and a
+    /// pruned pause is gone from its run too.
+    @Test func aRunsEventsTouchOnlyItsOwnPauses() {
+        var watcher = Watcher(pauses: [])
+        let t = t0
+        func pause(_ run: Int, _ n: Int, at time: Double) -> StateEvent {
+            StateEvent(stateID: "s\(run)-\(n)", runID: "run-\(run)", stateType: "PAUSED", stateName: "Paused",
+                       stateTimestamp: time)
+        }
+        func running(_ run: Int, _ n: Int, at time: Double) -> StateEvent {
+            StateEvent(stateID: "r\(run)-\(n)", runID: "run-\(run)", stateType: "RUNNING", stateName: "Running",
+                       stateTimestamp: time)
+        }
+        for run in 0..<50 {
+            _ = watcher.handle(.event(pause(run, 0, at: t + Double(run))), now: t + Double(run))
+            if run % 2 == 0 { _ = watcher.handle(.event(running(run, 0, at: t + Double(run) + 0.5)), now: t + Double(run) + 0.5) }
+        }
+        #expect(watcher.waitingCount == 25)
+        let ended = watcher.handle(.event(running(7, 0, at: t + 100)), now: t + 100)
+        #expect(ended.compactMap { if case .end(let p) = $0 { p.stateID } else { nil } } == ["s7-0"])
+        #expect(watcher.waitingCount == 24)
+        // A second pause of run 9 ends its first; nobody else's.
+        let again = watcher.handle(.event(pause(9, 1, at: t + 101)), now: t + 101)
+        #expect(again.compactMap { if case .end(let p) = $0 { p.stateID } else { nil } } == ["s9-0"])
+        #expect(again.announced == ["s9-1"])
+        // Past the retention every ended pause goes, from its run too.
+        _ = watcher.handle(.tick, now: t + 101 + watcher.rules.retention + 10)
+        #expect(watcher.pauses.values.allSatisfy { $0.isWaiting })
+        #expect(watcher.pauses["s0-0"] == nil)
+    }
+
     @Test func eventThenListingAnnouncesOnce() {
         var watcher = Watcher(pauses: [])
         var actions = watcher.handle(.event(paused), now: t0 + 0.05)
