@@ -89,6 +89,8 @@ public struct Watcher: Sendable {
     /// The state ids of each run's pauses: a state event looks at its run's pauses, not at every pause kept for
     /// the day (`retention`), so it costs the same with ten pauses kept or ten thousand.
     private var byRun: [String: [String]] = [:]
+    /// The state ids of the pauses still waiting (a handful, against a day's ended ones).
+    private var waitingIDs: Set<String> = []
     /// Exact state timestamps of pauses seen this session; the store keeps whole seconds only.
     private var exactStart: [String: Double] = [:]
     private var seen: RecentIDs
@@ -100,10 +102,10 @@ public struct Watcher: Sendable {
     }
 
     /// Pauses still waiting on a person, for `/health`.
-    public var waitingCount: Int { pauses.values.reduce(0) { $0 + ($1.isWaiting ? 1 : 0) } }
+    public var waitingCount: Int { waitingIDs.count }
 
     /// Waiting pauses, oldest first (ties by state id), so actions come out in a stable order.
-    public var waiting: [PauseRecord] { Self.inOrder(pauses.values.filter(\.isWaiting)) }
+    public var waiting: [PauseRecord] { Self.inOrder(waitingIDs.compactMap { pauses[$0] }) }
 
     /// The run's pauses still waiting, oldest first.
     private func waiting(ofRun runID: String) -> [PauseRecord] {
@@ -116,14 +118,17 @@ public struct Watcher: Sendable {
         records.sorted { ($0.pausedAt, $0.stateID) < ($1.pausedAt, $1.stateID) }
     }
 
-    /// Adds or replaces a pause (a state id always belongs to one run).
+    /// Adds or replaces a pause (a state id always belongs to one run): every change to `pauses` goes through
+    /// here or `forget`, which keep the indexes with it.
     private mutating func keep(_ record: PauseRecord) {
         if pauses.updateValue(record, forKey: record.stateID) == nil {
             byRun[record.runID, default: []].append(record.stateID)
         }
+        if record.isWaiting { waitingIDs.insert(record.stateID) } else { waitingIDs.remove(record.stateID) }
     }
 
     private mutating func forget(_ stateID: String) {
+        waitingIDs.remove(stateID)
         guard let removed = pauses.removeValue(forKey: stateID) else { return }
         byRun[removed.runID]?.removeAll { $0 == stateID }
         if byRun[removed.runID]?.isEmpty == true { byRun[removed.runID] = nil }
@@ -180,15 +185,23 @@ public struct Watcher: Sendable {
             exactStart[pause.stateID] = nil
             seen.remove(pause.stateID)
         case .setTimeout(let stateID, _):
-            pauses[stateID]?.timeoutAt = nil  // differs from the next read again, so it is written again
+            change(stateID) { $0.timeoutAt = nil }  // differs from the next read again, so it is written again
         case .markReminded(let stateID, _):
-            pauses[stateID]?.remindedAt = nil
+            change(stateID) { $0.remindedAt = nil }
         case .markEnded(let stateID, _, _):
-            pauses[stateID]?.endedAt = nil
-            pauses[stateID]?.endedState = nil
+            change(stateID) { pause in
+                pause.endedAt = nil
+                pause.endedState = nil
+            }
         case .prune, .announce, .remind, .end, .fetchRun:
             break
         }
+    }
+
+    private mutating func change(_ stateID: String, _ edit: (inout PauseRecord) -> Void) {
+        guard var pause = pauses[stateID] else { return }
+        edit(&pause)
+        keep(pause)
     }
 
     // MARK: - Rules
@@ -211,7 +224,7 @@ public struct Watcher: Sendable {
             if exactStart[stateID] == nil { exactStart[stateID] = timestamp }
             if known.isWaiting, let timeout, known.timeoutAt != Self.seconds(timeout) {
                 known.timeoutAt = Self.seconds(timeout)
-                pauses[stateID] = known
+                keep(known)
                 actions.append(.setTimeout(stateID: stateID, timeoutAt: known.timeoutAt!))
             }
             return
@@ -252,7 +265,7 @@ public struct Watcher: Sendable {
         var ended = pause
         ended.endedAt = Self.seconds(now)
         ended.endedState = state
-        pauses[pause.stateID] = ended
+        keep(ended)
         actions.append(.markEnded(stateID: pause.stateID, at: ended.endedAt!, state: state))
         actions.append(.end(ended))
     }
@@ -266,7 +279,7 @@ public struct Watcher: Sendable {
             guard left > 0, left <= rules.reminderLead else { continue }
             var reminded = pause
             reminded.remindedAt = Self.seconds(now)
-            pauses[pause.stateID] = reminded
+            keep(reminded)
             actions.append(.markReminded(stateID: pause.stateID, at: reminded.remindedAt!))
             actions.append(.remind(reminded, minutesLeft: max(1, Int(left / 60))))
         }
