@@ -43,7 +43,7 @@ struct ContextGatherer: Sendable {
             return nil
         }
         let early = await earlyRows
-        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset, firstRead: early)
+        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset, earlyRead: early)
         let name: String?
         if let known = await eventFlow { name = known } else { name = await flowName(run.flowID) }
 
@@ -117,35 +117,42 @@ struct ContextGatherer: Sendable {
     /// event, so a row the keyset names but that isn't there yet is read again: `schemaRereadDelaysMs` until the
     /// schema is there, then `descriptionRereadDelaysMs`. `wait_for_input=str` names a description that never
     /// comes; its schema says so and ends the wait.
-    /// `firstRead`: rows already read under a wider prefix (`earlyInputRows`), standing in for the first read.
-    private func inputRows(runID: String, keyset: InputKeyset?, firstRead: [InputRow]? = nil) async -> [InputRow] {
+    /// `earlyRead`: rows read under a wider prefix as the pause was detected (`earlyInputRows`). When they hold
+    /// all the keyset's rows, nothing more is read; otherwise the reads start at once, since the run read that
+    /// came in between took long enough (ms to tens of ms on a busy server) for the rows to have landed.
+    private func inputRows(runID: String, keyset: InputKeyset?, earlyRead: [InputRow]? = nil) async -> [InputRow] {
         guard let keyset, let schemaKey = keyset.schema else { return [] }
         let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
+        if let early = earlyRead?.filter({ $0.key.hasPrefix(prefix) }), Self.missing(keyset, in: early) == nil {
+            return early
+        }
         var rows: [InputRow] = []
         var beforeSchema = Self.schemaRereadDelaysMs[...]
         var beforeDescription = Self.descriptionRereadDelaysMs[...]
-        var early = firstRead.map { $0.filter { row in row.key.hasPrefix(prefix) } }
         while true {
-            if let read = early {
-                rows = read
-                early = nil
-            } else if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
-                                                                       ["prefix": .string(prefix), "limit": 20]) {
+            if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
+                                                                ["prefix": .string(prefix), "limit": 20]) {
                 rows = InputRow.list(prefect: .array(items))
             }
-            let keys = Set(rows.map(\.key))
-            let delay: Int?
-            if !keys.contains(schemaKey) {
-                delay = beforeSchema.popFirst()
-            } else if let descriptionKey = keyset.description, !keys.contains(descriptionKey) {
-                let schema = rows.first { $0.key == schemaKey }?.value ?? ""
-                if schema.includes("strAutomaticRunInput") { return rows }  // str input never has a description
-                delay = beforeDescription.popFirst()
-            } else {
-                return rows
+            let delay: Int? = switch Self.missing(keyset, in: rows) {
+            case nil: nil
+            case .schema?: beforeSchema.popFirst()
+            case .description?: beforeDescription.popFirst()
             }
             guard let delay else { return rows }
             try? await Task.sleep(for: .milliseconds(delay))
         }
+    }
+
+    private enum MissingRow { case schema, description }
+
+    /// Which of the keyset's rows is still to come; nil when none is (`wait_for_input=str` names a description
+    /// that never comes: its schema says so).
+    private static func missing(_ keyset: InputKeyset, in rows: [InputRow]) -> MissingRow? {
+        let keys = Set(rows.map(\.key))
+        guard let schemaKey = keyset.schema, keys.contains(schemaKey) else { return .schema }
+        guard let descriptionKey = keyset.description, !keys.contains(descriptionKey) else { return nil }
+        let schema = rows.first { $0.key == schemaKey }?.value ?? ""
+        return schema.includes("strAutomaticRunInput") ? nil : .description
     }
 }
