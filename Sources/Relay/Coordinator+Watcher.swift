@@ -202,10 +202,9 @@ extension Coordinator {
     func start(_ job: PauseJob, receivedAt: Double = SystemClock.monotonic()) {
         jobs[job.key] = job
         guard runningJobs.insert(job.key).inserted else { return }
-        let hints = Notifier.JobHints(followed: recentEvents.follows(job.pause.runID),
-                                      inputLikely: habits.asksForInput(runID: job.pause.runID))
+        let followed = recentEvents.follows(job.pause.runID)
         background { notifier in
-            let done = await notifier.perform(job, receivedAt: receivedAt, hints: hints)
+            let done = await notifier.perform(job, receivedAt: receivedAt, followed: followed)
             await self.finished(job, done: done)
         }
     }
@@ -269,11 +268,9 @@ private extension Watcher.Action {
 
 extension Coordinator {
     /// What an announce's reads came to, in one hop: the run for the watcher (it carries the pause's timeout),
-    /// whether the flow's pause asked for input, and the run's custom events seen live so far.
-    func contextRead(_ run: FlowRun?, flowID: String?, askedForInput: Bool,
-                     runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
+    /// and the run's custom events seen live so far.
+    func contextRead(_ run: FlowRun?, runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
         if let run { learned(run) }
-        habits.paused(flowID: flowID, askedForInput: askedForInput)
         return liveEvents(runID: runID)
     }
 

@@ -14,30 +14,22 @@ struct Notifier: Sendable {
     /// How long APNs may hold an undelivered push when the pause has no timeout (Suspended runs).
     static let defaultExpiry: Int64 = 24 * 3600
 
-    /// What the relay knew as a job started.
-    struct JobHints: Sendable {
-        /// The socket has told the run's history since before the pause (`RecentRunEvents`).
-        var followed = false
-        /// The flow's last pause asked for input (`FlowHabits.asksForInput`).
-        var inputLikely = false
-    }
-
     /// Does one pause job; false when it could not (Prefect or the store failed) and should be tried again.
-    /// `hints`: what the relay knew of the run and its flow as the job started (read on the actor then, so the
-    /// announce's Prefect reads don't wait for an actor hop first).
-    func perform(_ job: PauseJob, receivedAt: Double, hints: JobHints) async -> Bool {
+    /// `followed`: the socket has told the run's history since before the pause (read on the actor as the job
+    /// started, so the announce's Prefect reads don't wait for an actor hop first).
+    func perform(_ job: PauseJob, receivedAt: Double, followed: Bool) async -> Bool {
         switch job.kind {
-        case .announce(let origin): await announce(job.pause, origin, receivedAt: receivedAt, hints: hints)
+        case .announce(let origin): await announce(job.pause, origin, receivedAt: receivedAt, followed: followed)
         case .remind(let minutes):
-            await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt, hints: hints)
-        case .end: await end(job.pause, receivedAt: receivedAt, hints: hints)
+            await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt, followed: followed)
+        case .end: await end(job.pause, receivedAt: receivedAt, followed: followed)
         }
     }
 
     /// Reads the context, then writes the props and every device's alert and Live Activity start to the outbox in
     /// one transaction, then sends them. `origin` nil: a retry, with only the stored record to go on.
     private func announce(_ pause: PauseRecord, _ origin: Watcher.Origin?, receivedAt: Double,
-                          hints: JobHints) async -> Bool {
+                          followed: Bool) async -> Bool {
         let (flowID, flowName, pausedAt): (String?, String?, Double?) = switch origin {
         case .event(let event)?: (event.flowID, event.flowName, event.stateTimestamp)
         case .run(let run)?: (run.flowID, nil, run.stateTimestamp)
@@ -46,7 +38,7 @@ struct Notifier: Sendable {
         // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
         async let registered = relay.devices()
         let props: WaitingProps
-        switch await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt, hints: hints,
+        switch await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt, followed: followed,
                                 announcing: true, receivedAt: receivedAt) {
         case .built(let built): props = built
         case .over: return true
@@ -79,10 +71,10 @@ struct Notifier: Sendable {
 
     /// The reminder's pushes go to the outbox in the transaction that claims the pause's one reminder, so a kill
     /// can't leave it claimed but never queued.
-    private func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double, hints: JobHints) async -> Bool {
+    private func remind(_ pause: PauseRecord, minutesLeft: Int, receivedAt: Double, followed: Bool) async -> Bool {
         let claim = (stateID: pause.stateID, at: pause.remindedAt ?? Int64(now()))
         guard apns != nil else { return await relay.enqueue([], reminded: claim) != nil }
-        guard let props = await storedProps(pause, hints: hints), let devices = await relay.devices() else {
+        guard let props = await storedProps(pause, followed: followed), let devices = await relay.devices() else {
             return false
         }
         let expiry = props.timeoutAt ?? Int64(now()) + 300
@@ -98,11 +90,11 @@ struct Notifier: Sendable {
 
     /// Ends the run's Live Activity on every phone that registered one; the end pushes are queued and the tokens
     /// forgotten in one transaction.
-    private func end(_ pause: PauseRecord, receivedAt: Double, hints: JobHints) async -> Bool {
+    private func end(_ pause: PauseRecord, receivedAt: Double, followed: Bool) async -> Bool {
         guard let activities = await relay.activities(runID: pause.runID) else { return false }
         guard !activities.isEmpty else { return true }
         guard apns != nil else { return await relay.enqueue([], forgetActivitiesOf: pause.runID) != nil }
-        guard let props = await storedProps(pause, hints: hints) else { return false }
+        guard let props = await storedProps(pause, followed: followed) else { return false }
         let stamp = Int64(now())
         let ended = pause.endedState ?? "Deleted"  // nil: the run is gone from the server
         let batches = activities.map { device, token in
@@ -128,22 +120,18 @@ struct Notifier: Sendable {
     /// Reads the run's context and builds the pause's props (the announce stores them for the reminder and the end).
     /// When `announcing`, a run that has already moved past the pause gets nothing: it is history replayed by a
     /// reconnect, and the run read ends the pause in the watcher instead.
-    /// A run the socket has followed since before the pause needs no history reads: it told us all of it.
+    /// A run the socket has `followed` since before the pause needs no history reads: it told us all of it.
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
-                            hints: JobHints, announcing: Bool = false,
+                            followed: Bool, announcing: Bool = false,
                             receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
         guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
                                                    pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
-                                                   flowName: flowName, readHistory: !hints.followed,
-                                                   inputLikely: hints.inputLikely, stateName: pause.stateName) else {
+                                                   flowName: flowName, readHistory: !followed) else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return .unavailable
         }
-        // One hop: the run read for the watcher, what the pause taught about its flow, the run's live events.
-        let live = await relay.contextRead(FlowRun(details: gathered.context.run),
-                                           flowID: gathered.context.run.flowID ?? flowID,
-                                           askedForInput: gathered.context.run.state?.runInputKeyset != nil,
-                                           runID: pause.runID)
+        // One hop: the run read for the watcher, and the run's live events.
+        let live = await relay.contextRead(FlowRun(details: gathered.context.run), runID: pause.runID)
         if announcing && gathered.movedOn {
             Log.info("pause.already_over", ["run": pause.runID, "state": pause.stateID,
                                             "now": gathered.context.run.state?.name ?? "?"])
@@ -194,12 +182,12 @@ struct Notifier: Sendable {
         return AlertText(context: context, readers: .live)
     }
 
-    private func storedProps(_ pause: PauseRecord, hints: JobHints) async -> WaitingProps? {
+    private func storedProps(_ pause: PauseRecord, followed: Bool) async -> WaitingProps? {
         if let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
            let props = WaitingProps(json: json) {
             return props
         }
-        if case .built(let props) = await buildProps(pause, flowID: nil, hints: hints) { return props }
+        if case .built(let props) = await buildProps(pause, flowID: nil, followed: followed) { return props }
         return nil
     }
 

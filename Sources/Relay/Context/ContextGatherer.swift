@@ -19,14 +19,13 @@ struct ContextGatherer: Sendable {
     /// lags its event from one that has moved on. `flowName` is the name the Paused event's related flow carries;
     /// when known, the flow isn't read.
     /// `readHistory` false skips the artifacts and events reads (the socket already told them: `RecentRunEvents`).
-    /// `inputLikely` (the flow's last pause asked for input) reads the rows of every pause named like this one
-    /// (`stateName`) beside the run, rather than the keyset's own rows after it: one round trip instead of two.
+    /// The input rows are read once the run has named them (its keyset): Prefect writes them after the Paused
+    /// state, so a read beside the run's would find nothing on a real server and only cost it a request.
     func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
-                readHistory: Bool = true, inputLikely: Bool = false, stateName: String = "Paused") async -> Gathered?
+                readHistory: Bool = true) async -> Gathered?
     {
         // The run first: the input read waits on its keyset, and Prefect answers a connection's requests in turn.
         async let runRead = currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
-        async let earlyRows = inputLikely ? earlyInputRows(runID: runID, stateName: stateName) : nil
         async let artifacts = readHistory ? prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
         ]) : .success([])
@@ -42,8 +41,7 @@ struct ContextGatherer: Sendable {
         guard let (runJSON, movedOn) = await runRead, let run = RunDetails(prefect: runJSON) else {
             return nil
         }
-        let early = await earlyRows
-        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset, earlyRead: early)
+        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset)
         let name: String?
         if let known = await eventFlow { name = known } else { name = await flowName(run.flowID) }
 
@@ -58,9 +56,11 @@ struct ContextGatherer: Sendable {
         return Gathered(context: context, movedOn: movedOn)
     }
 
-    /// Pauses before each re-read of a run that still shows a state from before the pause. The lag is a few ms to
-    /// tens of ms on a real server, so the first re-read comes soon; ~1.3 s in all.
-    static let runRereadDelaysMs = [5, 10, 20, 40, 80, 160, 320, 640]
+    /// Pauses before each re-read of a run that still shows a state from before the pause. Prefect sends the
+    /// Paused event as it commits the state, so a read sent at once can begin before the commit and answer the old
+    /// state; by the time that answer is back (6-25 ms on a busy server here) the commit is done, so the first
+    /// re-read goes at once rather than 5 ms later; ~1.3 s in all.
+    static let runRereadDelaysMs = [1, 3, 5, 10, 20, 40, 80, 160, 320, 640]
 
     /// Pauses before each re-read of input rows the keyset names but that aren't there yet, while the schema isn't
     /// there either. The flow writes `-schema` 15-20 ms after its Paused state, and every read costs the Prefect
@@ -89,20 +89,6 @@ struct ContextGatherer: Sendable {
         return last.map { ($0, false) }
     }
 
-    /// The most rows the early read takes; a run with more rows under the wider prefix is read the usual way.
-    static let earlyInputLimit = 50
-
-    /// Every input row of the run whose key starts as a keyset for a pause named `stateName` does (Prefect names
-    /// them `<state name>-<pause key>-schema` and so on), read before the run says which pause key is this one's.
-    /// Nil when the read failed or may have been cut short by the limit (older pauses' rows come first).
-    private func earlyInputRows(runID: String, stateName: String) async -> [InputRow]? {
-        let prefix = stateName.lowercased() + "-"
-        guard case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
-                                                              ["prefix": .string(prefix), "limit": .int(Int64(Self.earlyInputLimit))]),
-              items.count < Self.earlyInputLimit else { return nil }
-        return InputRow.list(prefect: .array(items))
-    }
-
     private func flowName(_ flowID: String?, known: String?) async -> String? {
         if let known, !known.isEmpty { return known }
         return await flowName(flowID)
@@ -117,15 +103,9 @@ struct ContextGatherer: Sendable {
     /// event, so a row the keyset names but that isn't there yet is read again: `schemaRereadDelaysMs` until the
     /// schema is there, then `descriptionRereadDelaysMs`. `wait_for_input=str` names a description that never
     /// comes; its schema says so and ends the wait.
-    /// `earlyRead`: rows read under a wider prefix as the pause was detected (`earlyInputRows`). When they hold
-    /// all the keyset's rows, nothing more is read; otherwise the reads start at once, since the run read that
-    /// came in between took long enough (ms to tens of ms on a busy server) for the rows to have landed.
-    private func inputRows(runID: String, keyset: InputKeyset?, earlyRead: [InputRow]? = nil) async -> [InputRow] {
+    private func inputRows(runID: String, keyset: InputKeyset?) async -> [InputRow] {
         guard let keyset, let schemaKey = keyset.schema else { return [] }
         let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
-        if let early = earlyRead?.filter({ $0.key.hasPrefix(prefix) }), Self.missing(keyset, in: early) == nil {
-            return early
-        }
         var rows: [InputRow] = []
         var beforeSchema = Self.schemaRereadDelaysMs[...]
         var beforeDescription = Self.descriptionRereadDelaysMs[...]

@@ -21,9 +21,6 @@ public struct FlowHabits: Sendable {
     private var runFlows: [String: String] = [:]
     private var runOrder: [String] = []
     public let runCapacity: Int
-    /// Flows whose last announced pause asked for input. Kept in memory only: forgetting one at a restart costs
-    /// its next pause an input read after the run read instead of beside it, never a missed row.
-    private var inputFlows: Set<String> = []
 
     public init(known: [String: Habit] = [:], runCapacity: Int = 4096) {
         habits = known
@@ -34,24 +31,6 @@ public struct FlowHabits: Sendable {
     public func shouldWait(flowID: String?) -> Bool {
         guard let flowID else { return true }
         return habits[flowID] != .sendsNone
-    }
-
-    /// Whether this flow's pauses ask for input (its last one did), so their input rows are worth reading beside the
-    /// run rather than after it (`ContextGatherer`).
-    /// `flowID` nil: the flow of the run's last state event.
-    public func asksForInput(runID: String, flowID: String? = nil) -> Bool {
-        guard let flow = flowID ?? runFlows[runID] else { return false }
-        return inputFlows.contains(flow)
-    }
-
-    /// What an announce read of the flow's pause: whether it named input rows (a run input keyset).
-    public mutating func paused(flowID: String?, askedForInput: Bool) {
-        guard let flowID, !flowID.isEmpty else { return }
-        if !askedForInput {
-            inputFlows.remove(flowID)
-        } else if inputFlows.insert(flowID).inserted, inputFlows.count > runCapacity {
-            inputFlows = [flowID]  // bounded: a relay that saw this many such flows starts learning again
-        }
     }
 
     /// A state event: remembers the run's flow (bounded; the oldest runs are forgotten first).

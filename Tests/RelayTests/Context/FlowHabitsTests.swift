@@ -29,25 +29,6 @@ import Testing
         #expect(habits.sawContextEvent(runID: "other-unknown-run", flowID: nil) == nil)
     }
 
-    @Test func aFlowWhoseLastPauseAskedForInputIsReadForInputBesideTheRun() {
-        var habits = FlowHabits()
-        habits.sawRun("r1", flowID: "f1")
-        #expect(!habits.asksForInput(runID: "r1"))  // never seen pausing
-        habits.paused(flowID: "f1", askedForInput: true)
-        #expect(habits.asksForInput(runID: "r1"))
-        #expect(habits.asksForInput(runID: "unknown-run", flowID: "f1"))
-        #expect(!habits.asksForInput(runID: "unknown-run"))
-        habits.paused(flowID: "f1", askedForInput: false)  // its last pause didn't
-        #expect(!habits.asksForInput(runID: "r1"))
-    }
-
-    @Test func inputFlowsAreBounded() {
-        var habits = FlowHabits(runCapacity: 2)
-        for flow in ["f1", "f2", "f3"] { habits.paused(flowID: flow, askedForInput: true) }
-        #expect(habits.asksForInput(runID: "r", flowID: "f3"))
-        #expect(!habits.asksForInput(runID: "r", flowID: "f1"))
-    }
-
     @Test func runMappingsAreBounded() {
         var habits = FlowHabits(runCapacity: 2)
         habits.sawRun("r1", flowID: "f1")

@@ -22,9 +22,7 @@ extension SharedPrefect {
 
         /// `waitForStoredEvent`: Prefect stores events a few seconds after they happen; this read tests /events/filter,
         /// so it waits for the store (the relay itself also takes custom events live from the socket).
-        /// `inputLikely`: as for a flow whose last pause asked for input (its rows read beside the run).
-        func gather(_ kind: String, waitForStoredEvent: String? = nil,
-                    inputLikely: Bool = false) async throws -> (ContextGatherer.Gathered, AlertText) {
+        func gather(_ kind: String, waitForStoredEvent: String? = nil) async throws -> (ContextGatherer.Gathered, AlertText) {
             let e2e = try await EndToEnd()
             defer { e2e.stopFlows() }
             let client = try Client(api: e2e.api)
@@ -43,7 +41,7 @@ extension SharedPrefect {
             }
             // Straight after the pause, as the relay would: the reads must wait out the late input rows themselves.
             let gathered = try #require(await client.gatherer.gather(runID: runID, stateID: stateID, pausedAt: pausedAt,
-                                                                     flowID: nil, inputLikely: inputLikely))
+                                                                     flowID: nil))
             #expect(gathered.movedOn == false)
             #expect(gathered.context.run.state?.id == stateID)
             return (gathered, AlertText(context: gathered.context, readers: .live))
@@ -57,18 +55,6 @@ extension SharedPrefect {
             #expect(text.title == "Approve the nightly deploy?")
             #expect(text.contextSource == .inputDescription)
             #expect(text.category == .reply)
-        }
-
-        /// The early read takes every `paused-` row of the run; only this pause's keyset's rows are kept.
-        @Test func inputReadBesideTheRun() async throws {
-            let (gathered, text) = try await gather("input", inputLikely: true)
-            let keyset = try #require(gathered.context.run.state?.runInputKeyset)
-            let schema = try #require(keyset.schema)
-            let prefix = String(schema.dropLast("schema".count))
-            #expect(gathered.context.inputRows.contains { $0.key == keyset.description })
-            #expect(gathered.context.inputRows.allSatisfy { $0.key.hasPrefix(prefix) })
-            #expect(text.title == "Approve the nightly deploy?")
-            #expect(text.contextSource == .inputDescription)
         }
 
         @Test func strInput() async throws {
