@@ -14,7 +14,7 @@ func fuzzOne(_ data: [UInt8]) {
     switch (data.last ?? 0) % 4 {
     case 0: push = Payloads.alert(props, stateID: "state")
     case 1: push = Payloads.reminder(props, stateID: "state", minutesLeft: Int(parts[6].first ?? 0))
-    case 2: push = Payloads.liveActivityStart(props, now: 1_795_990_100)
+    case 2: push = Payloads.liveActivityStart(props, stateID: "state-1", now: 1_795_990_100)
     default: push = Payloads.liveActivityEnd(props, endedState: text(parts[4]), now: 1_795_990_200)
     }
     do {

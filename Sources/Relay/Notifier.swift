@@ -53,10 +53,8 @@ struct Notifier: Sendable {
                 recipients: group.map { ($0, $0.token) })]
             let starters = group.compactMap { device in device.startToken.map { (device, $0) } }
             if !starters.isEmpty {
-                // The start carries the state id as its collapse id too: a rare resend folds into one on the phone.
-                var start = message(Payloads.liveActivityStart(deviceProps, now: stamp), .start, pause, expiry: expiry)
-                start.collapseID = pause.stateID
-                batches.append(OutboxBatch(message: start, recipients: starters))
+                let start = Payloads.liveActivityStart(deviceProps, stateID: pause.stateID, now: stamp)
+                batches.append(OutboxBatch(message: message(start, .start, pause, expiry: expiry), recipients: starters))
             }
             return batches
         }

@@ -1,6 +1,5 @@
 import Glibc
 import RelayCore
-import Synchronization
 
 /// The one provider token the process shares across both APNs hosts (apns.md §2: sharing one token avoids
 /// `TooManyProviderTokenUpdates`). Safe from any thread; signing happens under the lock, which also keeps
@@ -16,7 +15,7 @@ final class JWTSigner: Sendable {
     private let teamID: String
     private let policy: ProviderTokenPolicy
     private let now: @Sendable () -> Int64
-    private let current = Mutex<Current?>(nil)
+    private let current = Locked<Current?>(nil)
 
     /// `now` returns unix seconds; tests inject their own clock.
     init(key: ProviderKey, keyID: String, teamID: String, policy: ProviderTokenPolicy = ProviderTokenPolicy(),

@@ -1,6 +1,7 @@
 import Glibc
 
-/// A value guarded by a pthread mutex, for the inboxes other threads hand work to a loop thread through.
+/// A value guarded by a pthread mutex: the inboxes other threads hand work to a loop thread through, and the few
+/// values several threads share (the provider token, a loop's command queue).
 ///
 /// Not `Synchronization.Mutex`: the toolchain ships that module without ThreadSanitizer instrumentation, so TSan
 /// cannot see its futex lock and reports every access through it as a race; a pthread mutex it intercepts.
@@ -21,7 +22,7 @@ package final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

@@ -18,7 +18,7 @@ protocol LWSHandler: AnyObject {
 /// `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
 /// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
-/// `@unchecked Sendable`: every lws call happens on the loop thread; the only shared state is the `Mutex` queue
+/// `@unchecked Sendable`: every lws call happens on the loop thread; the only shared state is the `Locked` queue
 /// and the atomic flags.
 final class WebSocketsLoop: @unchecked Sendable {
     struct Settings {
@@ -38,10 +38,9 @@ final class WebSocketsLoop: @unchecked Sendable {
     /// lws keeps this pointer in the vhost and reads it at each accept: owned here, freed after the context.
     private let acceptRole: UnsafeMutablePointer<CChar> = strdup("raw-skt")
     private let handlers: [LWSHandler]
-    private let commands = Mutex<[@Sendable () -> Void]>([])
+    private let commands = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var thread: pthread_t?
-    private let finished = Mutex<Bool>(false)
 
     /// The port the server listens on (useful with port 0), or nil without a listener.
     private(set) var listenPort: Int?

@@ -54,9 +54,12 @@ public enum Payloads {
     static let activityMetadata = PushMessage.Metadata(pushType: .liveactivity, topicSuffix: ".push-type.liveactivity",
                                                 priority: 10, collapseID: nil, threadID: nil)
 
-    /// Starts the "waiting on you" activity, to a device's push-to-start token.
-    public static func liveActivityStart(_ props: WaitingProps, now: Int64) -> PushMessage {
-        fitted(props, metadata: activityMetadata) { props in
+    /// Starts the "waiting on you" activity, to a device's push-to-start token. It carries the pause's state id as
+    /// its collapse id, as the alert does: a rare resend folds into one on the phone.
+    public static func liveActivityStart(_ props: WaitingProps, stateID: String, now: Int64) -> PushMessage {
+        var metadata = activityMetadata
+        metadata.collapseID = stateID
+        return fitted(props, metadata: metadata) { props in
             [
                 "aps": [
                     "event": "start",

@@ -27,7 +27,7 @@ import Testing
     static func pushes(_ props: WaitingProps, ended: String) -> [(String, PushMessage)] {
         [("alert", Payloads.alert(props, stateID: "state")),
          ("reminder", Payloads.reminder(props, stateID: "state", minutesLeft: 4)),
-         ("start", Payloads.liveActivityStart(props, now: 1_795_990_100)),
+         ("start", Payloads.liveActivityStart(props, stateID: "state-9", now: 1_795_990_100)),
          ("end", Payloads.liveActivityEnd(props, endedState: ended, now: 1_795_990_200))]
     }
 
@@ -76,7 +76,7 @@ import Testing
         #expect(bounded.unicodeScalars.first == "e" && bounded.unicodeScalars.count > 1 && bounded.count == 1)
         #expect(Self.family.boundingGraphemes() == Self.family)
         #expect("plain text".boundingGraphemes() == "plain text")
-        let start = Payloads.liveActivityStart(Self.props(Self.stacked), now: 1)
+        let start = Payloads.liveActivityStart(Self.props(Self.stacked), stateID: "state-9", now: 1)
         let title = try? #require(start.payload["aps"]?["alert"]?["title"]?.string)
         #expect(title?.unicodeScalars.prefix(2).map(\.value) == [0x65, 0x301])
     }
@@ -86,7 +86,7 @@ import Testing
         var props = Self.props("short")
         props.runName = String(repeating: Self.family, count: 200)
         props.flowName = String(repeating: Self.family, count: 200)
-        let start = Payloads.liveActivityStart(props, now: 1)
+        let start = Payloads.liveActivityStart(props, stateID: "state-9", now: 1)
         try Self.check(start, props, "start")
         let inner = try JSONParser.parse(start.payload["aps"]!["content-state"]!["props"]!.string!)
         #expect(inner["body"]?.string == "short" && inner["title"]?.string == "short")

@@ -28,7 +28,7 @@ import Testing
         let pushes: [(String, PushMessage)] = [
             ("alert-one-field", Payloads.alert(props, stateID: stateID)),
             ("reminder-one-field", Payloads.reminder(props, stateID: stateID, minutesLeft: 4)),
-            ("live-activity-start-one-field", Payloads.liveActivityStart(props, now: Self.now)),
+            ("live-activity-start-one-field", Payloads.liveActivityStart(props, stateID: "state-9", now: Self.now)),
             ("live-activity-end-one-field", Payloads.liveActivityEnd(props, endedState: "Running", now: Self.now + 100)),
         ]
         for (name, push) in pushes {
@@ -44,7 +44,7 @@ import Testing
         #expect(props.stateName == "Suspended")
         let alert = Payloads.alert(props, stateID: "01a22958-2b5a-7f57-9141-72bde763fecb")
         #expect(Self.normalized(try JSONParser.parse(alert.json)) == Self.golden("alert-suspended"))
-        let start = Payloads.liveActivityStart(props, now: Self.now)
+        let start = Payloads.liveActivityStart(props, stateID: "state-9", now: Self.now)
         #expect(Self.normalized(try JSONParser.parse(start.json)) == Self.golden("live-activity-start-suspended"))
         // optional fields are omitted, never null
         let sentProps = try JSONParser.parse(try JSONParser.parse(start.json)["aps"]!["content-state"]!["props"]!.string!)
@@ -61,11 +61,14 @@ import Testing
                                                 threadID: props.runId))
         #expect(alert.metadata.topic("io.zzstoatzz.prefect") == "io.zzstoatzz.prefect")
         #expect(Payloads.reminder(props, stateID: "state-9", minutesLeft: 3).metadata == alert.metadata)
-        for push in [Payloads.liveActivityStart(props, now: 1), Payloads.liveActivityEnd(props, endedState: "x", now: 1)] {
+        let start = Payloads.liveActivityStart(props, stateID: "state-9", now: 1)
+        let end = Payloads.liveActivityEnd(props, endedState: "x", now: 1)
+        for push in [start, end] {
             #expect(push.metadata.pushType == .liveactivity && push.metadata.priority == 10)
             #expect(push.metadata.topic("io.zzstoatzz.prefect") == "io.zzstoatzz.prefect.push-type.liveactivity")
-            #expect(push.metadata.collapseID == nil)
         }
+        #expect(start.metadata.collapseID == "state-9")  // a resent start folds into one, as the alert does
+        #expect(end.metadata.collapseID == nil)
     }
 
     @Test func propsRoundTripAndURL() {
@@ -95,7 +98,7 @@ import Testing
 
     static func allPushes(_ props: WaitingProps) -> [PushMessage] {
         [Payloads.alert(props, stateID: "s"), Payloads.reminder(props, stateID: "s", minutesLeft: 4),
-         Payloads.liveActivityStart(props, now: now), Payloads.liveActivityEnd(props, endedState: "Running", now: now)]
+         Payloads.liveActivityStart(props, stateID: "state-9", now: now), Payloads.liveActivityEnd(props, endedState: "Running", now: now)]
     }
 
     /// Every body the payload carries (alert body and props body) is the original, or a whole-character
