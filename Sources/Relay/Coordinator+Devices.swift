@@ -29,9 +29,11 @@ extension Coordinator {
 
     func props(stateID: String) -> String? { try? store.props(stateID: stateID) }
 
-    /// A run read for an announce doubles as the watcher's source for the pause's timeout.
-    func learned(_ run: FlowRun) {
-        apply(watcher.handle(.run(run), now: now()))
+    /// What an announce's reads came to, in one hop: its run read doubles as the watcher's source for the pause's
+    /// timeout, and the answer is the run's custom events seen live so far.
+    func contextRead(_ run: FlowRun?, runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
+        if let run { apply(watcher.handle(.run(run), now: now())) }
+        return liveEvents(runID: runID)
     }
 
     /// Counts the push and applies what APNs' answer means for the registry.

@@ -104,21 +104,19 @@ extension Coordinator {
     /// Applies the watcher's actions in order. A store write that fails stops the effect it guards and is undone
     /// in the watcher, and the run is read again on the retry schedule: the step is taken again, not forgotten.
     ///
-    /// An announce starts before its pause's record is written, so its Prefect reads overlap the write: the
-    /// announce's outbox write needs the record and fails without it (`enqueue`), and sends nothing for a pause
-    /// already announced.
+    /// Announces are the exception: they start first, so their Prefect reads overlap the writes. What guards them
+    /// is the announce's own outbox write, which needs the pause's record (failing without it, so the job is tried
+    /// again once the pause is recorded) and sends nothing for a pause already announced (`Store.setProps`).
     func apply(_ actions: [Watcher.Action], receivedAt: Double = SystemClock.monotonic()) {
+        for case .announce(let pause, let origin) in actions {
+            Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
+            start(PauseJob(.announce(origin), pause), receivedAt: receivedAt)
+        }
         var skipped: Set<String> = []
-        var startedEarly: Set<String> = []
         for action in actions {
             do {
                 switch action {
                 case .record(let pause):
-                    if let announce = actions.lazy.compactMap(\.announced).first(where: { $0.pause.stateID == pause.stateID }) {
-                        Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
-                        start(PauseJob(.announce(announce.origin), announce.pause), receivedAt: receivedAt)
-                        startedEarly.insert(pause.stateID)
-                    }
                     if try !store.insertPause(pause) { skipped.insert(pause.stateID) }
                 case .setTimeout(let stateID, let timeoutAt):
                     try store.setTimeout(stateID: stateID, timeoutAt: timeoutAt)
@@ -132,10 +130,8 @@ extension Coordinator {
                 case .prune(let before):
                     let pruned = try store.prunePauses(endedBefore: before)
                     if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
-                case .announce(let pause, let origin):
-                    guard !skipped.contains(pause.stateID), !startedEarly.contains(pause.stateID) else { continue }
-                    Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
-                    start(PauseJob(.announce(origin), pause), receivedAt: receivedAt)
+                case .announce:
+                    break  // started above
                 case .remind(let pause, let minutes):
                     guard !skipped.contains(pause.stateID) else { continue }
                     metrics.reminded += 1
@@ -257,23 +253,9 @@ extension Coordinator {
     private func finishedBackground() { backgroundWork -= 1 }
 }
 
-private extension Watcher.Action {
-    /// The pause this action announces, with where it was learned.
-    var announced: (pause: PauseRecord, origin: Watcher.Origin)? {
-        if case .announce(let pause, let origin) = self { (pause, origin) } else { nil }
-    }
-}
-
 // MARK: - Flow habits
 
 extension Coordinator {
-    /// What an announce's reads came to, in one hop: the run for the watcher (it carries the pause's timeout),
-    /// and the run's custom events seen live so far.
-    func contextRead(_ run: FlowRun?, runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
-        if let run { learned(run) }
-        return liveEvents(runID: runID)
-    }
-
     /// Whether an announce of this flow's pause with no context yet should wait for a late context event.
     func shouldWaitForContext(flowID: String?) -> Bool { habits.shouldWait(flowID: flowID) }
 

@@ -24,7 +24,7 @@ struct ContextGatherer: Sendable {
     func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
                 readHistory: Bool = true) async -> Gathered?
     {
-        // The run first: the input read waits on its keyset, and Prefect answers a connection's requests in turn.
+        // The run first: the input read waits on its keyset, and Prefect serves requests in the order they arrive.
         async let runRead = currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
         async let artifacts = readHistory ? prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
