@@ -213,6 +213,8 @@ async def latency_for(peer: ScriptedPrefect, fake: Fake, work: str, devices: int
         await asyncio.wait_for(peer.subscribed.wait(), 10)
         await relay.register(devices)
         first, last, peer_share = [], [], []
+        # Where the relay's share goes: event sent -> first REST request seen by the peer, last answer -> first push.
+        to_read, after_read = [], []
         gc.collect()
         gc.disable()
         gap = 0.05 + devices * 0.0003
@@ -228,14 +230,20 @@ async def latency_for(peer: ScriptedPrefect, fake: Fake, work: str, devices: int
                 first.append(min(stamps) - sent)
                 last.append(max(stamps) - sent)
                 peer_share.append(busy_ns(peer.service[mark:], sent, max(stamps)))
+                reads = [(o, d) for o, d, path in peer.service[mark:] if o >= sent]
+                if reads:
+                    to_read.append(min(o for o, _ in reads) - sent)
+                    after_read.append(min(stamps) - max(d for _, d in reads))
             peer.emit(run.resume_frame)
             await asyncio.sleep(gap)
         gc.enable()
         overhead = [total - share for total, share in zip(last, peer_share)]
         result = {"devices": devices, "events": events, "started": started, "first": summary_ms(first), "last": summary_ms(last),
-                  "peer_rest": summary_ms(peer_share), "relay_overhead": summary_ms(overhead), "rss_kb": relay.rss(),
+                  "peer_rest": summary_ms(peer_share), "relay_overhead": summary_ms(overhead),
+                  "event_to_read": summary_ms(to_read), "answer_to_push": summary_ms(after_read), "rss_kb": relay.rss(),
                   "metrics": await relay.metrics()}
-        log(f"latency devices={devices}{'' if started else ' unseen'}: last {result['last']} overhead {result['relay_overhead']}")
+        log(f"latency devices={devices}{'' if started else ' unseen'}: last {result['last']} overhead {result['relay_overhead']}"
+            f" event->read {result['event_to_read']} answer->push {result['answer_to_push']}")
         return result
     finally:
         gc.enable()

@@ -98,6 +98,7 @@ package enum RelayMain {
         let apns: APNsClient?
         let prefectHTTP: HTTPPool
         let prefect: PrefectClient
+        let readAhead: RunReadAhead
         let relay: Coordinator
     }
 
@@ -111,9 +112,11 @@ package enum RelayMain {
         let prefect = PrefectClient(config: config, http: prefectHTTP)
         let relay: Coordinator
         do { relay = try Coordinator(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
-        await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect), apns: apns,
-                                    uiRoot: config.prefectUI, topic: config.apnsTopic, now: SystemClock.unixNow))
-        return Parts(apns: apns, prefectHTTP: prefectHTTP, prefect: prefect, relay: relay)
+        let readAhead = RunReadAhead(prefect: prefect)
+        await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead),
+                                    apns: apns, uiRoot: config.prefectUI, topic: config.apnsTopic,
+                                    now: SystemClock.unixNow))
+        return Parts(apns: apns, prefectHTTP: prefectHTTP, prefect: prefect, readAhead: readAhead, relay: relay)
     }
 
     /// What runs until the stop signal: the two lws loops and what they drive, the socket's stream and the ticker.
@@ -136,7 +139,11 @@ package enum RelayMain {
         // the oldest events go first; the paused listing (every 60 s and on each subscribe) recovers what they carried.
         let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self,
                                                                   bufferingPolicy: .bufferingNewest(10_000))
-        let events = EventsSocket(config: config) { socketSink.yield($0) }
+        let readAhead = parts.readAhead
+        let events = EventsSocket(config: config) { message in
+            readAhead.consider(message)
+            socketSink.yield(message)
+        }
         // Two contexts, two threads: API clients can't starve the relay's own Prefect connections.
         let loop: WebSocketsLoop
         let apiLoop: WebSocketsLoop

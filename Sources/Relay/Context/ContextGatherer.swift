@@ -5,6 +5,8 @@ import RelayCore
 /// (DESIGN.md §4): the run can lag its own Paused event, and input rows land after the event, in two steps.
 struct ContextGatherer: Sendable {
     let prefect: PrefectClient
+    /// The run reads begun as their Paused events were parsed: a pause's first run read is taken from here.
+    var readAhead: RunReadAhead? = nil
 
     /// What was read for one pause: the alert's inputs (`context.run` is the run as read; the watcher wants its
     /// timeout too).
@@ -24,8 +26,19 @@ struct ContextGatherer: Sendable {
     func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
                 readHistory: Bool = true) async -> Gathered?
     {
+        let knownFlowName = knownFlowName.flatMap { $0.isEmpty ? nil : $0 }
+        guard readHistory || knownFlowName == nil else {
+            // A run the socket followed, its flow named by the event: the run and its input rows are all there is to
+            // read, one after the other, without the child tasks below (each costs a hop to another thread).
+            guard let (run, movedOn) = await readRun(runID: runID, stateID: stateID, pausedAt: pausedAt) else {
+                return nil
+            }
+            let rows = await inputRows(runID: runID, keyset: run.state?.runInputKeyset)
+            return Gathered(context: PauseContext(run: run, flowName: knownFlowName, inputRows: rows, artifacts: [],
+                                                  events: []), movedOn: movedOn)
+        }
         // The run first: the input read waits on its keyset, and Prefect serves requests in the order they arrive.
-        async let runRead = currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
+        async let runRead = readRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
         async let artifacts = readHistory ? prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
         ]) : .success([])
@@ -37,13 +50,12 @@ struct ContextGatherer: Sendable {
             ],
             "limit": 50,
         ]) : .failure(HTTPFailure(reason: "not read: the socket followed the run"))
-        async let eventFlow = flowName(flowID, known: knownFlowName)
-        guard let (runJSON, movedOn) = await runRead, let run = RunDetails(prefect: runJSON) else {
-            return nil
-        }
-        async let rows = inputRows(runID: runID, keyset: run.state?.runInputKeyset)
+        // The flow's name, read beside the run when the event didn't carry it.
+        async let eventFlow = knownFlowName == nil ? flowName(flowID) : knownFlowName
+        guard let (run, movedOn) = await runRead else { return nil }
+        let rows = await inputRows(runID: runID, keyset: run.state?.runInputKeyset)
         let name: String?
-        if let known = await eventFlow { name = known } else { name = await flowName(run.flowID) }
+        if let read = await eventFlow { name = read } else { name = await flowName(run.flowID) }
 
         var eventList: [RunEvent] = []
         if case .success(let reply) = await events, reply.status == 200, let json = try? JSONParser.parse(reply.body) {
@@ -51,9 +63,16 @@ struct ContextGatherer: Sendable {
         }
 
         let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
-        let context = PauseContext(run: run, flowName: name, inputRows: await rows, artifacts: artifactList,
+        let context = PauseContext(run: run, flowName: name, inputRows: rows, artifacts: artifactList,
                                    events: eventList)
         return Gathered(context: context, movedOn: movedOn)
+    }
+
+    /// `currentRun`, read into `RunDetails`; nil when it can't be read or makes no sense.
+    private func readRun(runID: String, stateID: String, pausedAt: Double) async -> (RunDetails, movedOn: Bool)? {
+        guard let (json, movedOn) = await currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt),
+              let run = RunDetails(prefect: json) else { return nil }
+        return (run, movedOn)
     }
 
     /// Pauses before each re-read of a run that still shows a state from before the pause. Prefect sends the
@@ -72,14 +91,16 @@ struct ContextGatherer: Sendable {
     /// off; ~0.75 s in all.
     static let descriptionRereadDelaysMs = [3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 5, 5, 10, 20, 50, 100, 200, 300]
 
-    /// `GET /flow_runs/{id}`, re-read (bounded, `runRereadDelaysMs`) while it still shows a state from before the
-    /// pause (the run can lag its own event). Returns the run and whether it has already moved past the pause:
-    /// another PAUSED state, or any state stamped after the pause.
+    /// `GET /flow_runs/{id}` (the first one taken from `readAhead` when the socket's thread began it), re-read
+    /// (bounded, `runRereadDelaysMs`) while it still shows a state from before the pause (the run can lag its own
+    /// event). Returns the run and whether it has already moved past the pause: another PAUSED state, or any state
+    /// stamped after the pause.
     private func currentRun(runID: String, stateID: String, pausedAt: Double) async -> (JSONValue, Bool)? {
         var last: JSONValue?
         for attempt in 0...Self.runRereadDelaysMs.count {
             if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.runRereadDelaysMs[attempt - 1])) }
-            guard case .found(let json) = await prefect.flowRun(id: runID) else { continue }
+            let early = attempt == 0 ? await readAhead?.take(stateID: stateID) : nil
+            guard case .found(let json) = await prefect.flowRun(id: runID, answered: early) else { continue }
             last = json
             let state = json["state"]
             if state?["id"]?.string == stateID { return (json, false) }
@@ -87,11 +108,6 @@ struct ContextGatherer: Sendable {
             if state?["type"]?.string == "PAUSED" || stamped > pausedAt { return (json, true) }
         }
         return last.map { ($0, false) }
-    }
-
-    private func flowName(_ flowID: String?, known: String?) async -> String? {
-        if let known, !known.isEmpty { return known }
-        return await flowName(flowID)
     }
 
     private func flowName(_ flowID: String?) async -> String? {

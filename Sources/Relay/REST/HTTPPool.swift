@@ -92,30 +92,35 @@ final class HTTPPool: @unchecked Sendable {
     /// Sends one request and waits for its answer, a failure (no connection, timeout, malformed or oversized
     /// answer), or `call.timeoutSeconds`, counted from now. Safe from any task; resumes exactly once.
     func send(_ call: HTTPCall) async -> Result<HTTPReply, HTTPFailure> {
+        await withCheckedContinuation { continuation in
+            submit(call) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// `send` for a caller that is not a task (the events socket's thread starting a read the moment its event is
+    /// parsed): `done` runs exactly once, on the pool's thread (or on the caller's, for a refusal).
+    func submit(_ call: HTTPCall, done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
         guard let request = HTTP1Request.serialize(method: call.method, path: call.path, authority: call.url.authority,
                                                    headers: call.headers, body: call.body, userAgent: userAgent) else {
-            return .failure(HTTPFailure(reason: "refused to send a request with a line break or NUL in it"))
+            return done(.failure(HTTPFailure(reason: "refused to send a request with a line break or NUL in it")))
         }
-        return await withCheckedContinuation { continuation in
-            let pending = PooledCall(call: call, request: request,
-                                     deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000,
-                                     continuation: continuation)
-            var refusal = "the relay is shutting down"
-            let accepted = inbox.withLock { inbox -> Bool? in
-                guard !inbox.closing else { return nil }
-                if inbox.thread == nil { inbox.thread = startLoop() }
-                guard inbox.thread != nil else {
-                    refusal = "could not start the thread that talks to Prefect; the next call tries again"
-                    return nil
-                }
-                inbox.calls.append(pending)
-                return inbox.calls.count == 1
+        let pending = PooledCall(call: call, request: request,
+                                 deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000, done: done)
+        var refusal = "the relay is shutting down"
+        let accepted = inbox.withLock { inbox -> Bool? in
+            guard !inbox.closing else { return nil }
+            if inbox.thread == nil { inbox.thread = startLoop() }
+            guard inbox.thread != nil else {
+                refusal = "could not start the thread that talks to Prefect; the next call tries again"
+                return nil
             }
-            switch accepted {
-            case nil: pending.finish(.failure(HTTPFailure(reason: refusal)))
-            case true?: wake()
-            case false?: break  // a wake-up for this batch is already on its way
-            }
+            inbox.calls.append(pending)
+            return inbox.calls.count == 1
+        }
+        switch accepted {
+        case nil: pending.finish(.failure(HTTPFailure(reason: refusal)))
+        case true?: wake()
+        case false?: break  // a wake-up for this batch is already on its way
         }
     }
 
@@ -161,10 +166,10 @@ final class HTTPPool: @unchecked Sendable {
 }
 
 
-/// One call in the pool: the request bytes, the deadline, and the caller's continuation.
+/// One call in the pool: the request bytes, the deadline, and what to do with the answer.
 ///
-/// `@unchecked Sendable`: built on the caller's task and handed over through the pool's locked inbox; from then on
-/// only the loop thread touches it.
+/// `@unchecked Sendable`: built on the caller's thread and handed over through the pool's locked inbox; from then
+/// on only the loop thread touches it.
 final class PooledCall: @unchecked Sendable {
     let call: HTTPCall
     let origin: HTTPPool.Origin
@@ -173,23 +178,23 @@ final class PooledCall: @unchecked Sendable {
     let deadline: Int64
     /// Already sent once on a reused connection that failed before answering; it goes on a fresh one now.
     var retried = false
-    private var continuation: CheckedContinuation<Result<HTTPReply, HTTPFailure>, Never>?
+    private var done: (@Sendable (Result<HTTPReply, HTTPFailure>) -> Void)?
 
     init(call: HTTPCall, request: [UInt8], deadline: Int64,
-         continuation: CheckedContinuation<Result<HTTPReply, HTTPFailure>, Never>) {
+         done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
         self.call = call
         origin = HTTPPool.Origin(call.url)
         self.request = request
         self.deadline = deadline
-        self.continuation = continuation
+        self.done = done
     }
 
-    var isFinished: Bool { continuation == nil }
+    var isFinished: Bool { done == nil }
 
-    /// Resumes the caller. Later calls are ignored, so the continuation resumes exactly once.
+    /// Hands the caller its answer. Later calls are ignored, so it is handed over exactly once.
     func finish(_ result: Result<HTTPReply, HTTPFailure>) {
-        guard let continuation else { return }
-        self.continuation = nil
-        continuation.resume(returning: result)
+        guard let done else { return }
+        self.done = nil
+        done(result)
     }
 }

@@ -27,22 +27,21 @@ struct PrefectClient: Sendable {
     static let longestRetryWait = 10
 
     /// A JSON call with the relay's own credential; retries 503 and 429 up to `retries` times (0.2 s, 0.4 s, …,
-    /// or `Retry-After`).
-    func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3) async -> Result<HTTPReply, HTTPFailure> {
-        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries)
+    /// or `Retry-After`). `answered`: the first attempt's answer, when it was sent already (a read ahead).
+    func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3,
+              answered: Result<HTTPReply, HTTPFailure>? = nil) async -> Result<HTTPReply, HTTPFailure> {
+        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries,
+                   answered: answered)
     }
 
-    private func call(_ method: String, _ path: String, body: String?, authorization: String?, retries: Int) async
-        -> Result<HTTPReply, HTTPFailure>
+    private func call(_ method: String, _ path: String, body: String?, authorization: String?, retries: Int,
+                      answered: Result<HTTPReply, HTTPFailure>? = nil) async -> Result<HTTPReply, HTTPFailure>
     {
-        var headers: [(String, String)] = [("accept", "application/json")]
-        if let authorization { headers.append(("authorization", authorization)) }
-        if body != nil { headers.append(("content-type", "application/json")) }
-        let request = HTTPCall(method: method, url: api, path: api.path + path, headers: headers,
-                               body: body.map { Array($0.utf8) })
+        let request = request(method, path, body: body, authorization: authorization)
         var attempt = 0
+        var answered = answered
         while true {
-            let result = await http.send(request)
+            let result = if let first = answered.take() { first } else { await http.send(request) }
             if case .success(let reply) = result, reply.status == 503 || reply.status == 429, attempt < retries {
                 attempt += 1
                 let asked = reply.retryAfter ?? 0
@@ -53,6 +52,14 @@ struct PrefectClient: Sendable {
             return result
         }
     }
+
+    private func request(_ method: String, _ path: String, body: String?, authorization: String?) -> HTTPCall {
+        var headers: [(String, String)] = [("accept", "application/json")]
+        if let authorization { headers.append(("authorization", authorization)) }
+        if body != nil { headers.append(("content-type", "application/json")) }
+        return HTTPCall(method: method, url: api, path: api.path + path, headers: headers,
+                        body: body.map { Array($0.utf8) })
+    }
 }
 
 // MARK: - Reads
@@ -62,24 +69,35 @@ enum PrefectRead: Sendable {
     case found(JSONValue)
     case notFound
     case failed(String)
+
+    init(_ result: Result<HTTPReply, HTTPFailure>, path: String) {
+        switch result {
+        case .failure(let failure): self = .failed(failure.reason)
+        case .success(let reply) where reply.status == 404: self = .notFound
+        case .success(let reply) where reply.status == 200:
+            guard let value = try? JSONParser.parse(reply.body) else { self = .failed("unparsable JSON from \(path)"); return }
+            self = .found(value)
+        case .success(let reply): self = .failed("\(path) answered \(reply.status)")
+        }
+    }
 }
 
 extension PrefectClient {
-    /// `GET /flow_runs/{id}`.
-    func flowRun(id: String) async -> PrefectRead { await read("/flow_runs/\(id)") }
+    /// `GET /flow_runs/{id}`; `answered`: the answer to one sent ahead (`readFlowRun`), retried as any other.
+    func flowRun(id: String, answered: Result<HTTPReply, HTTPFailure>? = nil) async -> PrefectRead {
+        let path = "/flow_runs/\(id)"
+        return PrefectRead(await json("GET", path, answered: answered), path: path)
+    }
 
     /// `GET /flows/{id}`.
     func flow(id: String) async -> PrefectRead { await read("/flows/\(id)") }
 
-    func read(_ path: String) async -> PrefectRead {
-        switch await json("GET", path) {
-        case .failure(let failure): return .failed(failure.reason)
-        case .success(let reply) where reply.status == 404: return .notFound
-        case .success(let reply) where reply.status == 200:
-            guard let value = try? JSONParser.parse(reply.body) else { return .failed("unparsable JSON from \(path)") }
-            return .found(value)
-        case .success(let reply): return .failed("\(path) answered \(reply.status)")
-        }
+    func read(_ path: String) async -> PrefectRead { PrefectRead(await json("GET", path), path: path) }
+
+    /// `GET /flow_runs/{id}` sent from a thread that is not a task, once; `done` gets the raw answer on the pool's
+    /// thread, for `flowRun(id:answered:)` to read (and retry, a 503 or a 429 with its `Retry-After`).
+    func readFlowRun(id: String, done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
+        http.submit(request("GET", "/flow_runs/\(id)", body: nil, authorization: ownAuthorization), done: done)
     }
 
     /// A filter call (`POST …/filter`) whose answer is a JSON array.
