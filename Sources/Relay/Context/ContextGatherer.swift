@@ -33,7 +33,7 @@ struct ContextGatherer: Sendable {
             guard let (run, movedOn) = await readRun(runID: runID, stateID: stateID, pausedAt: pausedAt) else {
                 return nil
             }
-            let rows = await inputRows(runID: runID, keyset: run.state?.runInputKeyset)
+            let rows = await inputRows(runID: runID, stateID: stateID, keyset: run.state?.runInputKeyset)
             return Gathered(context: PauseContext(run: run, flowName: knownFlowName, inputRows: rows, artifacts: [],
                                                   events: []), movedOn: movedOn)
         }
@@ -53,7 +53,7 @@ struct ContextGatherer: Sendable {
         // The flow's name, read beside the run when the event didn't carry it.
         async let eventFlow = knownFlowName == nil ? flowName(flowID) : knownFlowName
         guard let (run, movedOn) = await runRead else { return nil }
-        let rows = await inputRows(runID: runID, keyset: run.state?.runInputKeyset)
+        let rows = await inputRows(runID: runID, stateID: stateID, keyset: run.state?.runInputKeyset)
         let name: String?
         if let read = await eventFlow { name = read } else { name = await flowName(run.flowID) }
 
@@ -118,16 +118,15 @@ struct ContextGatherer: Sendable {
     /// The pause's input rows. The flow writes `-schema` then `-description` in separate requests after the
     /// event, so a row the keyset names but that isn't there yet is read again: `schemaRereadDelaysMs` until the
     /// schema is there, then `descriptionRereadDelaysMs`. `wait_for_input=str` names a description that never
-    /// comes; its schema says so and ends the wait.
-    private func inputRows(runID: String, keyset: InputKeyset?) async -> [InputRow] {
-        guard let keyset, let schemaKey = keyset.schema else { return [] }
-        let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
+    /// comes; its schema says so and ends the wait. The first read may have been sent ahead (`readAhead`).
+    private func inputRows(runID: String, stateID: String, keyset: InputKeyset?) async -> [InputRow] {
+        guard let keyset, let read = Self.inputFilter(runID: runID, keyset: keyset) else { return [] }
+        var early = await readAhead?.takeInput(stateID: stateID)
         var rows: [InputRow] = []
         var beforeSchema = Self.schemaRereadDelaysMs[...]
         var beforeDescription = Self.descriptionRereadDelaysMs[...]
         while true {
-            if case .success(let items) = await prefect.filter("/flow_runs/\(runID)/input/filter",
-                                                                ["prefix": .string(prefix), "limit": 20]) {
+            if case .success(let items) = await prefect.filter(read.path, read.body, answered: early.take()) {
                 rows = InputRow.list(prefect: .array(items))
             }
             let delay: Int? = switch Self.missing(keyset, in: rows) {
@@ -138,6 +137,13 @@ struct ContextGatherer: Sendable {
             guard let delay else { return rows }
             try? await Task.sleep(for: .milliseconds(delay))
         }
+    }
+
+    /// The read of a pause's input rows (by the prefix of its keyset's names); nil when the keyset names none.
+    static func inputFilter(runID: String, keyset: InputKeyset?) -> (path: String, body: JSONValue)? {
+        guard let schemaKey = keyset?.schema else { return nil }
+        let prefix = schemaKey.hasSuffix("schema") ? String(schemaKey.dropLast("schema".count)) : schemaKey
+        return ("/flow_runs/\(runID)/input/filter", ["prefix": .string(prefix), "limit": 20])
     }
 
     private enum MissingRow { case schema, description }

@@ -1,12 +1,14 @@
 import RelayCore
 
-/// A pause's run read, begun on the events socket's thread the moment its Paused event is parsed: it is on its way
-/// to Prefect before the event has reached the coordinator and the announce job has started. The announce's first
-/// run read takes it instead of sending its own (`take`), so Prefect sees no extra request.
+/// A pause's first reads, begun on the events socket's thread the moment its Paused event is parsed: the run read
+/// is on its way to Prefect before the event has reached the coordinator and the announce job has started, and when
+/// its answer shows the pause naming input rows, the pool's thread sends the rows' read at once, without waking the
+/// job in between. The announce's gather takes each answer as its own first attempt (`take`, `takeInput`), so
+/// Prefect sees the requests it would have seen anyway, only sooner.
 ///
 /// Only live pauses are read ahead (`maxEventAge`): a reconnect's backfill replays pauses that may long be
 /// announced, and a read nobody takes would only load the server. An answer not taken within `maxAnswerAge` is
-/// dropped; the table holds at most `capacity` reads.
+/// dropped; the table holds at most `capacity` pauses.
 final class RunReadAhead: Sendable {
     /// A Paused event older than this (by its `occurred`) is history from a backfill, not read ahead.
     static let maxEventAge: Double = 10
@@ -16,9 +18,29 @@ final class RunReadAhead: Sendable {
 
     typealias Answer = Result<HTTPReply, HTTPFailure>
 
-    private enum Entry {
+    /// One read's progress; a waiter is the gather that asked before the answer came.
+    private enum Step {
         case pending(waiter: CheckedContinuation<Answer?, Never>?)
-        case answered(Answer, at: Double)
+        case answered(Answer)
+        case taken
+
+        var hasWaiter: Bool {
+            if case .pending(let waiter) = self { return waiter != nil }
+            return false
+        }
+    }
+
+    private struct Entry {
+        var run: Step? = .pending(waiter: nil)
+        /// nil: no input read was sent.
+        var input: Step?
+        /// Monotonic seconds of the last answer (or of the start).
+        var at: Double
+
+        /// Nobody waits on it, and what it holds is too old to be taken.
+        func expired(now: Double) -> Bool {
+            run?.hasWaiter != true && input?.hasWaiter != true && now - at >= RunReadAhead.maxAnswerAge
+        }
     }
 
     private let prefect: PrefectClient
@@ -52,45 +74,78 @@ final class RunReadAhead: Sendable {
         guard let (runID, stateID) = Self.livePause(message, now: now()) else { return }
         let now = monotonic()
         let begin = table.withLock { table -> Bool in
-            table = table.filter { _, entry in
-                if case .answered(_, let at) = entry { return now - at < Self.maxAnswerAge }
-                return true
-            }
+            table = table.filter { !$0.value.expired(now: now) }
             guard table[stateID] == nil, table.count < Self.capacity else { return false }
-            table[stateID] = .pending(waiter: nil)
+            table[stateID] = Entry(at: now)
             return true
         }
         guard begin else { return }
-        prefect.readFlowRun(id: runID) { [self] answer in answered(stateID, answer) }
+        prefect.begin("GET", "/flow_runs/\(runID)") { [self] answer in runAnswered(runID, stateID, answer) }
     }
 
-    /// The answer to the read begun for this pause, waited for if it is still under way; nil when none was begun
-    /// or it is too old. Each is taken once; the caller reads it as its own first attempt (`PrefectClient.flowRun`).
+    /// The answer to the run read begun for this pause, waited for if it is still under way; nil when none was
+    /// begun or it is too old. Taken once; the caller reads it as its own first attempt (`PrefectClient.flowRun`).
     func take(stateID: String) async -> Answer? {
+        await take(stateID, \.run)
+    }
+
+    /// The answer to the input rows' read sent on the run's answer, as `take`.
+    func takeInput(stateID: String) async -> Answer? {
+        await take(stateID, \.input)
+    }
+
+    private func take(_ stateID: String, _ step: WritableKeyPath<Entry, Step?>) async -> Answer? {
         await withCheckedContinuation { continuation in
             let ready = table.withLock { table -> Answer?? in
-                switch table[stateID] {
-                case nil:
+                guard let entry = table[stateID] else { return .some(nil) }
+                switch entry[keyPath: step] {
+                case nil, .taken?:
                     return .some(nil)
-                case .answered(let answer, let at)?:
-                    table[stateID] = nil
-                    return .some(monotonic() - at < Self.maxAnswerAge ? answer : nil)
                 case .pending?:
-                    table[stateID] = .pending(waiter: continuation)
+                    table[stateID]![keyPath: step] = .pending(waiter: continuation)
                     return .none
+                case .answered(let answer)?:
+                    table[stateID]![keyPath: step] = .taken
+                    return .some(monotonic() - entry.at < Self.maxAnswerAge ? answer : nil)
                 }
             }
             if let ready { continuation.resume(returning: ready) }
         }
     }
 
-    private func answered(_ stateID: String, _ answer: Answer) {
+    /// On the pool's thread: hands the run's answer on, and sends the input rows' read at once when the run shows
+    /// this pause naming them (what the gather would send next).
+    private func runAnswered(_ runID: String, _ stateID: String, _ answer: Answer) {
+        var inputRead: (path: String, body: JSONValue)?
+        if case .success(let reply) = answer, reply.status == 200, let json = try? JSONParser.parse(reply.body),
+           let run = RunDetails(prefect: json), run.state?.id == stateID {
+            inputRead = ContextGatherer.inputFilter(runID: runID, keyset: run.state?.runInputKeyset)
+        }
         let at = monotonic()
-        let waiter = table.withLock { table -> CheckedContinuation<Answer?, Never>? in
-            guard case .pending(let waiter)? = table[stateID] else { return nil }
-            table[stateID] = waiter == nil ? .answered(answer, at: at) : nil
-            return waiter
+        let (kept, waiter) = table.withLock { table -> (Bool, CheckedContinuation<Answer?, Never>?) in
+            // Gone: dropped unanswered for its age, and the gather (if any) has read for itself.
+            guard table[stateID] != nil else { return (false, nil) }
+            table[stateID]!.at = at
+            if inputRead != nil { table[stateID]!.input = .pending(waiter: nil) }
+            return (true, Self.answered(&table[stateID]!.run!, answer))
         }
         waiter?.resume(returning: answer)
+        guard kept, let inputRead else { return }
+        prefect.begin("POST", inputRead.path, body: inputRead.body) { [self] answer in
+            let at = monotonic()
+            let waiter = table.withLock { table -> CheckedContinuation<Answer?, Never>? in
+                guard table[stateID]?.input != nil else { return nil }
+                table[stateID]!.at = at
+                return Self.answered(&table[stateID]!.input!, answer)
+            }
+            waiter?.resume(returning: answer)
+        }
+    }
+
+    /// Records an answer; returns the waiter to resume with it (outside the lock), if one was waiting.
+    private static func answered(_ step: inout Step, _ answer: Answer) -> CheckedContinuation<Answer?, Never>? {
+        guard case .pending(let waiter) = step else { return nil }
+        step = waiter == nil ? .answered(answer) : .taken
+        return waiter
     }
 }

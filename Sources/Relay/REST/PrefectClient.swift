@@ -94,15 +94,19 @@ extension PrefectClient {
 
     func read(_ path: String) async -> PrefectRead { PrefectRead(await json("GET", path), path: path) }
 
-    /// `GET /flow_runs/{id}` sent from a thread that is not a task, once; `done` gets the raw answer on the pool's
-    /// thread, for `flowRun(id:answered:)` to read (and retry, a 503 or a 429 with its `Retry-After`).
-    func readFlowRun(id: String, done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
-        http.submit(request("GET", "/flow_runs/\(id)", body: nil, authorization: ownAuthorization), done: done)
+    /// A call with the relay's own credential sent from a thread that is not a task, once; `done` gets the raw
+    /// answer on the pool's thread, for a read's `answered:` to take as its first attempt (and retry: a 503, a 429
+    /// with its `Retry-After`).
+    func begin(_ method: String, _ path: String, body: JSONValue? = nil,
+               done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
+        http.submit(request(method, path, body: body?.encoded(), authorization: ownAuthorization), done: done)
     }
 
-    /// A filter call (`POST …/filter`) whose answer is a JSON array.
-    func filter(_ path: String, _ body: JSONValue) async -> Result<[JSONValue], HTTPFailure> {
-        switch await json("POST", path, body: body) {
+    /// A filter call (`POST …/filter`) whose answer is a JSON array; `answered` as for `flowRun`.
+    func filter(_ path: String, _ body: JSONValue, answered: Result<HTTPReply, HTTPFailure>? = nil) async
+        -> Result<[JSONValue], HTTPFailure>
+    {
+        switch await json("POST", path, body: body, answered: answered) {
         case .failure(let failure): return .failure(failure)
         case .success(let reply) where reply.status == 200:
             guard let value = try? JSONParser.parse(reply.body), let items = value.array else {

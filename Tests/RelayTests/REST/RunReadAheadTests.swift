@@ -2,21 +2,35 @@ import Testing
 @testable import Relay
 @testable import RelayCore
 
-/// The run read begun as a Paused event is parsed: the announce's gather takes it instead of reading the run
-/// again, a 503 or 429 answer to it is retried as the gather's own would be, and only live pauses are read ahead.
+/// The reads begun as a Paused event is parsed: the announce's gather takes them instead of reading again, the
+/// input rows' read follows the run's answer on the pool's thread, a 503 or 429 answer is retried as the gather's
+/// own would be, and only live pauses are read ahead.
 @Suite struct RunReadAheadTests {
-    static let run = ContextFixtures.response("rest-flow-run-paused-no-input")
-    static let runID = run["id"]?.string ?? ""
-    static let stateID = run["state"]?["id"]?.string ?? ""
-    static let pausedAt = run["state"]?["timestamp"]?.string.flatMap(Timestamp.parse) ?? 0
+    /// A captured paused run, and the Paused event for it.
+    struct Pause {
+        let run: JSONValue
+        var runID: String { run["id"]?.string ?? "" }
+        var stateID: String { run["state"]?["id"]?.string ?? "" }
+        var pausedAt: Double { run["state"]?["timestamp"]?.string.flatMap(Timestamp.parse) ?? 0 }
 
-    /// A socket message for the fixture run's Paused state, `age` seconds after it happened.
-    static func paused(age: Double = 0, type: String = "PAUSED") -> SocketMessage {
-        .event(["id": .string(stateID), "event": "prefect.flow-run.Paused",
-                "occurred": .string(Timestamp.format(SystemClock.unixNow() - age)),
-                "resource": ["prefect.resource.id": .string("prefect.flow-run." + runID),
-                             "prefect.state-type": .string(type), "prefect.state-name": "Paused"]])
+        init(_ fixture: String) { run = ContextFixtures.response(fixture) }
+
+        /// The socket message for its Paused state, `age` seconds after it happened.
+        func event(age: Double = 0, type: String = "PAUSED") -> SocketMessage {
+            .event(["id": .string(stateID), "event": "prefect.flow-run.Paused",
+                    "occurred": .string(Timestamp.format(SystemClock.unixNow() - age)),
+                    "resource": ["prefect.resource.id": .string("prefect.flow-run." + runID),
+                                 "prefect.state-type": .string(type), "prefect.state-name": "Paused"]])
+        }
+
+        func runReads(_ server: ScriptedHTTPServer) -> Int {
+            server.requestTexts.count { $0.hasPrefix("GET /api/flow_runs/\(runID) ") }
+        }
     }
+
+    static let plain = Pause("rest-flow-run-paused-no-input")
+    static let withInput = Pause("rest-flow-run-paused-with-input")
+    static let rows = ContextFixtures.response("rest-input-filter-one-field")
 
     /// A pool, a client and a read-ahead on `server`, with a gatherer that takes from it.
     final class Reader: @unchecked Sendable {
@@ -34,41 +48,56 @@ import Testing
 
         deinit { http.close() }
 
-        func gather() async -> ContextGatherer.Gathered? {
-            await gatherer.gather(runID: RunReadAheadTests.runID, stateID: RunReadAheadTests.stateID,
-                                  pausedAt: RunReadAheadTests.pausedAt, flowID: nil, flowName: "fixture-plain",
-                                  readHistory: false)
+        func gather(_ pause: Pause) async -> ContextGatherer.Gathered? {
+            await gatherer.gather(runID: pause.runID, stateID: pause.stateID, pausedAt: pause.pausedAt, flowID: nil,
+                                  flowName: "fixture", readHistory: false)
         }
     }
 
-    static func runReads(_ server: ScriptedHTTPServer) -> Int {
-        server.requestTexts.count { $0.hasPrefix("GET /api/flow_runs/\(runID) ") }
-    }
-
     @Test func aLivePauseIsReadOnceForItsAnnounce() async throws {
-        let server = try ScriptedHTTPServer { _, _ in .answer(Self.run.encoded()) }
+        let pause = Self.plain
+        let server = try ScriptedHTTPServer { _, _ in .answer(pause.run.encoded()) }
         defer { server.stop() }
         let reader = try Reader(server)
-        reader.readAhead.consider(Self.paused())
-        reader.readAhead.consider(Self.paused())  // the same event again (a replay): still one read
-        let gathered = try #require(await reader.gather())
-        #expect(gathered.context.run.state?.id == Self.stateID)
+        reader.readAhead.consider(pause.event())
+        reader.readAhead.consider(pause.event())  // the same event again (a replay): still one read
+        let gathered = try #require(await reader.gather(pause))
+        #expect(gathered.context.run.state?.id == pause.stateID)
         #expect(gathered.movedOn == false)
-        #expect(Self.runReads(server) == 1)
+        #expect(pause.runReads(server) == 1)
+        #expect(server.requests == 1)
         // Taken once: a second take finds nothing and doesn't wait.
-        #expect(await reader.readAhead.take(stateID: Self.stateID) == nil)
+        #expect(await reader.readAhead.take(stateID: pause.stateID) == nil)
+    }
+
+    @Test func theInputRowsAreReadOnTheRunsAnswer() async throws {
+        let pause = Self.withInput
+        let server = try ScriptedHTTPServer { _, request in
+            .answer(request == 0 ? pause.run.encoded() : Self.rows.encoded())
+        }
+        defer { server.stop() }
+        let reader = try Reader(server)
+        reader.readAhead.consider(pause.event())
+        // Both reads go out before anyone gathers: the rows' read follows the run's answer on the pool's thread.
+        try waitUntil("the run and its input rows read", timeout: 10) { server.requests == 2 }
+        #expect(server.requestTexts.last?.hasPrefix("POST /api/flow_runs/\(pause.runID)/input/filter ") == true)
+        #expect(server.requestTexts.last?.contains("\"prefix\":\"paused-1-\"") == true)
+        let gathered = try #require(await reader.gather(pause))
+        #expect(Set(gathered.context.inputRows.map(\.key)) == ["paused-1-schema", "paused-1-description"])
+        #expect(server.requests == 2)
     }
 
     /// The read ahead is answered `first`, then the run: how long the gather took, and the run reads made.
     func gather(afterFirstAnswer first: String) async throws -> (seconds: Double, reads: Int) {
-        let server = try ScriptedHTTPServer { _, request in request == 0 ? .raw(first) : .answer(Self.run.encoded()) }
+        let pause = Self.plain
+        let server = try ScriptedHTTPServer { _, request in request == 0 ? .raw(first) : .answer(pause.run.encoded()) }
         defer { server.stop() }
         let reader = try Reader(server)
-        reader.readAhead.consider(Self.paused())
+        reader.readAhead.consider(pause.event())
         let started = SystemClock.monotonic()
-        let gathered = try #require(await reader.gather())
-        #expect(gathered.context.run.state?.id == Self.stateID)
-        return (SystemClock.monotonic() - started, Self.runReads(server))
+        let gathered = try #require(await reader.gather(pause))
+        #expect(gathered.context.run.state?.id == pause.stateID)
+        return (SystemClock.monotonic() - started, pause.runReads(server))
     }
 
     @Test func aFailedReadAheadIsReadAgainWithRetries() async throws {
@@ -84,23 +113,25 @@ import Testing
     }
 
     @Test func withoutAReadAheadTheGatherReadsTheRun() async throws {
-        let server = try ScriptedHTTPServer { _, _ in .answer(Self.run.encoded()) }
+        let pause = Self.plain
+        let server = try ScriptedHTTPServer { _, _ in .answer(pause.run.encoded()) }
         defer { server.stop() }
         let reader = try Reader(server)
-        reader.readAhead.consider(Self.paused(age: 60))  // history from a backfill: not read ahead
-        #expect(await reader.readAhead.take(stateID: Self.stateID) == nil)
+        reader.readAhead.consider(pause.event(age: 60))  // history from a backfill: not read ahead
+        #expect(await reader.readAhead.take(stateID: pause.stateID) == nil)
         #expect(server.requests == 0)
-        _ = try #require(await reader.gather())
-        #expect(Self.runReads(server) == 1)
+        _ = try #require(await reader.gather(pause))
+        #expect(pause.runReads(server) == 1)
     }
 
     @Test func onlyLivePausesAreReadAhead() {
+        let pause = Self.plain
         let now = SystemClock.unixNow()
-        let live = RunReadAhead.livePause(Self.paused(), now: now)
-        #expect(live?.runID == Self.runID)
-        #expect(live?.stateID == Self.stateID)
-        #expect(RunReadAhead.livePause(Self.paused(age: RunReadAhead.maxEventAge + 1), now: now) == nil)
-        #expect(RunReadAhead.livePause(Self.paused(type: "RUNNING"), now: now) == nil)
+        let live = RunReadAhead.livePause(pause.event(), now: now)
+        #expect(live?.runID == pause.runID)
+        #expect(live?.stateID == pause.stateID)
+        #expect(RunReadAhead.livePause(pause.event(age: RunReadAhead.maxEventAge + 1), now: now) == nil)
+        #expect(RunReadAhead.livePause(pause.event(type: "RUNNING"), now: now) == nil)
         #expect(RunReadAhead.livePause(.subscribed, now: now) == nil)
         #expect(RunReadAhead.livePause(.disconnected(reason: "x", retryIn: 1), now: now) == nil)
     }
