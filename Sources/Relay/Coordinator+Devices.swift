@@ -30,10 +30,13 @@ extension Coordinator {
     func props(stateID: String) -> String? { try? store.props(stateID: stateID) }
 
     /// What an announce's reads came to, in one hop: its run read doubles as the watcher's source for the pause's
-    /// timeout, and the answer is the run's custom events seen live so far.
-    func contextRead(_ run: FlowRun?, runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
+    /// timeout, and the answer is the run's custom events seen live so far and whether a pause of its flow may wait
+    /// for a late one (`FlowHabits.shouldWait`).
+    func contextRead(_ run: FlowRun?, runID: String, flowID: String?)
+        -> (live: (events: [RunEvent], artifacts: [RunArtifact]), mayWait: Bool)
+    {
         if let run { apply(watcher.handle(.run(run), now: now())) }
-        return liveEvents(runID: runID)
+        return (liveEvents(runID: runID), habits.shouldWait(flowID: flowID))
     }
 
     /// Counts the push and applies what APNs' answer means for the registry.

@@ -256,9 +256,6 @@ extension Coordinator {
 // MARK: - Flow habits
 
 extension Coordinator {
-    /// Whether an announce of this flow's pause with no context yet should wait for a late context event.
-    func shouldWaitForContext(flowID: String?) -> Bool { habits.shouldWait(flowID: flowID) }
-
     /// An announce found no context even after waiting: the flow is learned to send none.
     func foundNoContext(flowID: String?) { remember(habits.announcedWithoutContext(flowID: flowID)) }
 

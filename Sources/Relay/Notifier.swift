@@ -128,17 +128,16 @@ struct Notifier: Sendable {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return .unavailable
         }
-        // One hop: the run read for the watcher, and the run's live events.
-        let live = await relay.contextRead(FlowRun(details: gathered.context.run), runID: pause.runID)
+        // One hop: the run read for the watcher, the run's live events, and whether its flow's pauses wait for one.
+        let flowID = gathered.context.run.flowID ?? flowID
+        let read = await relay.contextRead(FlowRun(details: gathered.context.run), runID: pause.runID, flowID: flowID)
         if announcing && gathered.movedOn {
             Log.info("pause.already_over", ["run": pause.runID, "state": pause.stateID,
                                             "now": gathered.context.run.state?.name ?? "?"])
             return .over
         }
-        var text = Notifier.adding(live, to: &gathered.context)
-        let flowID = gathered.context.run.flowID ?? flowID
-        let mayWait = announcing && text.contextSource == .none
-        if mayWait, await relay.shouldWaitForContext(flowID: flowID) {
+        var text = Notifier.adding(read.live, to: &gathered.context)
+        if announcing && text.contextSource == .none && read.mayWait {
             // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
             // §7.6; ~90 ms seen here). For a flow known to send one (or never seen), give it until `eventGrace`
             // after the Paused event arrived, looking every few ms; a flow known to send none doesn't wait at all.
