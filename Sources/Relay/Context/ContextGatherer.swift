@@ -29,7 +29,7 @@ struct ContextGatherer: Sendable {
         let knownFlowName = knownFlowName.flatMap { $0.isEmpty ? nil : $0 }
         guard readHistory || knownFlowName == nil else {
             // A run the socket followed, its flow named by the event: the run and its input rows are all there is to
-            // read, one after the other, without the child tasks below (each costs a hop to another thread).
+            // read, one after the other, without the child tasks below (each a task to make and schedule for nothing).
             guard let (run, movedOn) = await readRun(runID: runID, stateID: stateID, pausedAt: pausedAt) else {
                 return nil
             }
