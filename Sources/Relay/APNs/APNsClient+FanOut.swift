@@ -65,7 +65,11 @@ extension APNsClient {
         }
     }
 
-    /// Hands a batch to each host's connection; answers come back to `sink` from the loop threads.
+    /// Requests handed to a connection at a time: its loop is writing the first ones while the rest are made.
+    static let submitChunk = 64
+
+    /// Hands a batch to each host's connection, `submitChunk` requests at a time; answers come back to `sink` from
+    /// the loop threads.
     private func submit(_ batch: [(index: Int, push: Push)], token: String, to sink: any APNsAnswerSink) {
         var production: [(index: Int, request: APNsRequest)] = []
         var development: [(index: Int, request: APNsRequest)] = []
@@ -74,10 +78,23 @@ extension APNsClient {
             // Consecutive pushes of one message share its encoded headers and body; only the path differs.
             if shared == nil || !push.sameMessage(as: shared!.push) { shared = (push, Self.request(push, token: token)) }
             let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body)
-            if push.environment == .production { production.append((index, request)) } else { development.append((index, request)) }
+            if push.environment == .production {
+                production.append((index, request))
+                if production.count == Self.submitChunk { handOver(&production, .production, sink) }
+            } else {
+                development.append((index, request))
+                if development.count == Self.submitChunk { handOver(&development, .development, sink) }
+            }
         }
-        if !production.isEmpty { connection(for: .production).submit(production, to: sink) }
-        if !development.isEmpty { connection(for: .development).submit(development, to: sink) }
+        handOver(&production, .production, sink)
+        handOver(&development, .development, sink)
+    }
+
+    private func handOver(_ requests: inout [(index: Int, request: APNsRequest)], _ environment: APNsEnvironment,
+                          _ sink: any APNsAnswerSink) {
+        guard !requests.isEmpty else { return }
+        connection(for: environment).submit(requests, to: sink)
+        requests.removeAll(keepingCapacity: true)
     }
 }
 
