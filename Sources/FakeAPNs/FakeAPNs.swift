@@ -70,10 +70,12 @@ public final class FakeAPNs: @unchecked Sendable {
 
     /// Starts listening right away. `maxConcurrentStreams` is what SETTINGS announces.
     /// `onRequest` sees each request as it completes, on the fake's loop thread (keep it quick).
+    /// `keepsRequests` false: `requests` stays empty, for a fake that runs long and only reports through
+    /// `onRequest` (the `fake-apns` command), so its memory doesn't grow with every push.
     public init(name: String = "fake-apns", maxConcurrentStreams: UInt32 = 1000, identity: Identity, port: Int = 0,
-                onRequest: (@Sendable (Request) -> Void)? = nil) throws {
+                keepsRequests: Bool = true, onRequest: (@Sendable (Request) -> Void)? = nil) throws {
         self.name = name
-        ledger = FakeAPNsLedger(onRequest: onRequest)
+        ledger = FakeAPNsLedger(keepsRequests: keepsRequests, onRequest: onRequest)
         server = try FakeAPNsServer(ledger: ledger, maxConcurrentStreams: maxConcurrentStreams, identity: identity,
                                     port: port)
         self.port = server.port
@@ -162,8 +164,12 @@ final class FakeAPNsLedger: Sendable {
 
     let state = Locked(State())
     private let onRequest: (@Sendable (FakeAPNs.Request) -> Void)?
+    private let keepsRequests: Bool
 
-    init(onRequest: (@Sendable (FakeAPNs.Request) -> Void)?) { self.onRequest = onRequest }
+    init(keepsRequests: Bool, onRequest: (@Sendable (FakeAPNs.Request) -> Void)?) {
+        self.keepsRequests = keepsRequests
+        self.onRequest = onRequest
+    }
 
     /// The next answer for a request on `token` (called by the loop thread).
     func nextAnswer(for token: String) -> FakeAPNs.Answer {
@@ -179,7 +185,7 @@ final class FakeAPNsLedger: Sendable {
     }
 
     func record(_ request: FakeAPNs.Request) {
-        state.withLock { $0.requests.append(request) }
+        if keepsRequests { state.withLock { $0.requests.append(request) } }
         onRequest?(request)
     }
 

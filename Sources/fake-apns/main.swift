@@ -13,7 +13,7 @@ import Synchronization
 // --arrivals (for `make bench` and `make chaos`): instead of the phone view, one line per request,
 // `arrival <CLOCK_MONOTONIC ns> <token> <apns-collapse-id or -> <apns-push-type> <status answered, 0: none>
 // <the payload's runId or ->` (the run id tells which pause a push without a collapse id belongs to), written in
-// batches by the main thread so the fake's loop thread never waits on stdout.
+// batches by the main thread (the loop thread only queues each request) so the fake's loop never waits on stdout.
 //
 // --control (for `make chaos`): read commands from stdin, one per line, each acknowledged on stdout with
 // `ok <command>` once in effect (or `error <command>`):
@@ -91,6 +91,12 @@ func describe(_ request: FakeAPNs.Request, host: String) -> String {
     return out
 }
 
+/// `arrival <ns> <token> <collapse id> <push type> <status> <run id>` (see the top of this file).
+func arrivalLine(_ request: FakeAPNs.Request) -> String {
+    "arrival \(request.arrivedAtNs) \(request.token) \(request.headers["apns-collapse-id"] ?? "-") "
+        + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0) \(runID(request.body))\n"
+}
+
 /// The HTTP status an answer ends in (0: never answered).
 func status(_ answer: FakeAPNs.Answer) -> Int {
     switch answer {
@@ -103,7 +109,7 @@ func status(_ answer: FakeAPNs.Answer) -> Int {
 }
 
 /// The first `runId` value in a payload (an alert's `body.runId`, or the escaped one in a Live Activity's props),
-/// found by a byte scan rather than parsing: this runs on the fake's loop thread for every request.
+/// found by a byte scan rather than parsing: it runs for every request (on the main thread, in batches).
 func runID(_ body: String) -> String {
     let bytes = Array(body.utf8)
     let key = Array("runId".utf8)
@@ -169,8 +175,8 @@ func apply(_ command: String) -> Bool {
     case ("exit", 1):
         // The loop thread reports a request (under this lock) before it answers it, so holding the lock until
         // _exit means no request is answered without its line.
-        pendingArrivals.withLock { lines in
-            FileHandleLine.write(lines.joined())
+        pendingArrivals.withLock { requests in
+            FileHandleLine.write(requests.map(arrivalLine).joined())
             _exit(137)
         }
     default:
@@ -182,19 +188,18 @@ func apply(_ command: String) -> Bool {
 let quiet = CommandLine.arguments.contains("--quiet")
 let arrivals = CommandLine.arguments.contains("--arrivals")
 let name = argument("--name") ?? "apns"
-/// Arrival lines waiting for the main thread to write them.
-let pendingArrivals = Mutex<[String]>([])
+/// Requests whose arrival lines the main thread is still to write.
+let pendingArrivals = Mutex<[FakeAPNs.Request]>([])
 let identity = FakeAPNs.Identity(certificateChainPath: required("--cert"), privateKeyPath: required("--key"),
                                  jwtPublicKeyPath: required("--jwt-public-key"), keyID: required("--key-id"),
                                  teamID: required("--team-id"))
 let fake: FakeAPNs
 do {
-    fake = try FakeAPNs(name: name, identity: identity, port: Int(argument("--port") ?? "0") ?? 0) { request in
+    fake = try FakeAPNs(name: name, identity: identity, port: Int(argument("--port") ?? "0") ?? 0,
+                        keepsRequests: false) { request in
         if arrivals {
-            let line = "arrival \(request.arrivedAtNs) \(request.token) \(request.headers["apns-collapse-id"] ?? "-") "
-                + "\(request.headers["apns-push-type"] ?? "-") \(request.answer.map(status) ?? 0) "
-                + "\(runID(request.body))\n"
-            pendingArrivals.withLock { $0.append(line) }
+            // Only queued here: the line is made on the main thread, off the loop that the benchmark times.
+            pendingArrivals.withLock { $0.append(request) }
         } else if !quiet {
             FileHandleLine.write(describe(request, host: name))
         }
@@ -212,9 +217,9 @@ while true {
         FileHandleLine.write((apply(command) ? "ok " : "error ") + command + "\n")
     }
     guard arrivals else { continue }
-    let lines = pendingArrivals.withLock { lines -> [String] in
-        defer { lines.removeAll(keepingCapacity: true) }
-        return lines
+    let requests = pendingArrivals.withLock { requests -> [FakeAPNs.Request] in
+        defer { requests.removeAll(keepingCapacity: true) }
+        return requests
     }
-    if !lines.isEmpty { FileHandleLine.write(lines.joined()) }
+    if !requests.isEmpty { FileHandleLine.write(requests.map(arrivalLine).joined()) }
 }
