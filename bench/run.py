@@ -9,7 +9,9 @@ Prints a table and writes bench/results.json.
   2. Throughput on one APNs connection: the relay's client (prefect-push-bench), h2load and aioapns, 10,000 alerts
      each, against the same fake in the same run.
   3. Footprint: RSS idle / with 10,000 devices / after fan-outs, binary size, start-up until subscribed.
-  4. A real Prefect 3 server: pause_flow_run -> alert at the fake APNs, next to an Automation calling a webhook.
+  4. A real Prefect 3 server: pause_flow_run -> alert at the fake APNs, next to an Automation calling a webhook;
+     for the pause with input, also when Prefect stored the description (its row's `created`), which an alert that
+     quotes it can't beat.
 
 Options: --quick (fewer events, for a smoke run), --skip-real (no Prefect server), --only latency,throughput,...
 """
@@ -491,6 +493,7 @@ async def pause_series(mode: str, count: int, port: int, client_env: dict, fake:
     flow = await spawn(PYTHON, os.path.join(ROOT, "bench", "pauses.py"), str(count + warmup), mode, env=client_env,
                        stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"flow-{mode}.log"), "ab"))
     relay_ms, hook_ms, relay_from_state, hook_from_state = [], [], [], []
+    written: dict[str, list[int]] = {}
     try:
         for n in range(count + warmup):
             line = b""
@@ -518,6 +521,17 @@ async def pause_series(mode: str, count: int, port: int, client_env: dict, fake:
                 if hook is not None:
                     hook_ms.append(hook - called)
                     hook_from_state.append(hook - state_mono)
+                if mode == "input":
+                    # When Prefect stored the flow's input rows (their `created`, on the monotonic scale): no alert
+                    # that quotes the description can come before its row exists.
+                    rows = await input_rows_created(port, run_id, f"paused-bench-{n}-")
+                    stored = {key.rsplit("-", 1)[-1]: _parse_ts(created) - offset for key, created in rows.items()}
+                    for row, at in stored.items():
+                        written.setdefault(f"{row}_stored_from_call", []).append(at - called)
+                    if "description" in stored:
+                        written.setdefault("relay_after_description", []).append(alert - stored["description"])
+                        if hook is not None:
+                            written.setdefault("automation_after_description", []).append(hook - stored["description"])
             await resume(port, run_id, {"run_input": {"comment": "ok"}} if mode == "input" else {})
         await asyncio.wait_for(flow.wait(), 60)
     finally:
@@ -526,7 +540,15 @@ async def pause_series(mode: str, count: int, port: int, client_env: dict, fake:
             "automation_from_call": summary_ms(hook_ms) if hook_ms else None,
             "relay_from_state": summary_ms(relay_from_state),
             "automation_from_state": summary_ms(hook_from_state) if hook_from_state else None,
-            "webhooks_missing": count - len(hook_ms)}
+            "webhooks_missing": count - len(hook_ms),
+            **{name: summary_ms(values) for name, values in sorted(written.items())}}
+
+
+async def input_rows_created(port: int, run_id: str, prefix: str) -> dict[str, str]:
+    """The `created` stamp of each of a run's input rows under `prefix`, by key."""
+    status, body = await asyncio.to_thread(http_call, port, "POST", f"/api/flow_runs/{run_id}/input/filter",
+                                           {"prefix": prefix, "limit": 10})
+    return {row["key"]: row["created"] for row in json.loads(body)} if status == 200 else {}
 
 
 async def resume(port: int, run_id: str, body: dict) -> None:
@@ -585,6 +607,13 @@ def table(results: dict) -> str:
             quoted = f", text quoted {entry['quoted']} of {entry['pauses'] + 2}" if "quoted" in entry else ""
             row(f"real Prefect, {label}: pause_flow_run → alert (ms{quoted})", entry["relay_from_call"])
             row(f"real Prefect, {label}: pause_flow_run → Automation webhook (ms)", entry["automation_from_call"])
+            if "description_stored_from_call" in entry:
+                # The floor for an alert that quotes the description: Prefect has to have stored it.
+                row(f"real Prefect, {label}: pause_flow_run → description stored (ms)",
+                    entry["description_stored_from_call"])
+                row(f"real Prefect, {label}: description stored → alert (ms)", entry.get("relay_after_description"))
+                row(f"real Prefect, {label}: description stored → Automation webhook (ms)",
+                    entry.get("automation_after_description"))
     out = "\n".join(rows)
     tp = results.get("throughput")
     if tp:
