@@ -56,6 +56,7 @@ package enum JSONParser {
             return .array(items)
         case JSON_OBJECT:
             var members: [String: JSONValue] = [:]
+            members.reserveCapacity(json_object_size(node))
             var iterator = json_object_iter(node)
             while let current = iterator {
                 let key = String(cString: json_object_iter_key(current))
