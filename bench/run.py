@@ -493,7 +493,8 @@ async def pause_series(mode: str, count: int, port: int, client_env: dict, fake:
     flow = await spawn(PYTHON, os.path.join(ROOT, "bench", "pauses.py"), str(count + warmup), mode, env=client_env,
                        stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"flow-{mode}.log"), "ab"))
     relay_ms, hook_ms, relay_from_state, hook_from_state = [], [], [], []
-    written: dict[str, list[int]] = {}
+    # A pause with input: when Prefect stored its rows, and the alert and the webhook counted from the description.
+    input_timing: dict[str, list[int]] = {}
     try:
         for n in range(count + warmup):
             line = b""
@@ -527,11 +528,12 @@ async def pause_series(mode: str, count: int, port: int, client_env: dict, fake:
                     rows = await input_rows_created(port, run_id, f"paused-bench-{n}-")
                     stored = {key.rsplit("-", 1)[-1]: _parse_ts(created) - offset for key, created in rows.items()}
                     for row, at in stored.items():
-                        written.setdefault(f"{row}_stored_from_call", []).append(at - called)
+                        input_timing.setdefault(f"{row}_stored_from_call", []).append(at - called)
                     if "description" in stored:
-                        written.setdefault("relay_after_description", []).append(alert - stored["description"])
+                        described = stored["description"]
+                        input_timing.setdefault("relay_after_description", []).append(alert - described)
                         if hook is not None:
-                            written.setdefault("automation_after_description", []).append(hook - stored["description"])
+                            input_timing.setdefault("automation_after_description", []).append(hook - described)
             await resume(port, run_id, {"run_input": {"comment": "ok"}} if mode == "input" else {})
         await asyncio.wait_for(flow.wait(), 60)
     finally:
@@ -541,7 +543,7 @@ async def pause_series(mode: str, count: int, port: int, client_env: dict, fake:
             "relay_from_state": summary_ms(relay_from_state),
             "automation_from_state": summary_ms(hook_from_state) if hook_from_state else None,
             "webhooks_missing": count - len(hook_ms),
-            **{name: summary_ms(values) for name, values in sorted(written.items())}}
+            **{name: summary_ms(values) for name, values in sorted(input_timing.items())}}
 
 
 async def input_rows_created(port: int, run_id: str, prefix: str) -> dict[str, str]:

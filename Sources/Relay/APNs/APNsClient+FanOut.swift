@@ -79,22 +79,28 @@ extension APNsClient {
             if shared == nil || !push.sameMessage(as: shared!.push) { shared = (push, Self.request(push, token: token)) }
             let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body)
             if push.environment == .production {
-                production.append((index, request))
-                if production.count == Self.submitChunk { handOver(&production, .production, sink) }
+                queue((index, request), in: &production, for: .production, sink)
             } else {
-                development.append((index, request))
-                if development.count == Self.submitChunk { handOver(&development, .development, sink) }
+                queue((index, request), in: &development, for: .development, sink)
             }
         }
-        handOver(&production, .production, sink)
-        handOver(&development, .development, sink)
+        handOver(&production, to: .production, sink)
+        handOver(&development, to: .development, sink)
     }
 
-    private func handOver(_ requests: inout [(index: Int, request: APNsRequest)], _ environment: APNsEnvironment,
+    /// Adds one request to an environment's pending ones, handing them over once there are `submitChunk`.
+    private func queue(_ request: (index: Int, request: APNsRequest),
+                       in pending: inout [(index: Int, request: APNsRequest)], for environment: APNsEnvironment,
+                       _ sink: any APNsAnswerSink) {
+        pending.append(request)
+        if pending.count == Self.submitChunk { handOver(&pending, to: environment, sink) }
+    }
+
+    private func handOver(_ pending: inout [(index: Int, request: APNsRequest)], to environment: APNsEnvironment,
                           _ sink: any APNsAnswerSink) {
-        guard !requests.isEmpty else { return }
-        connection(for: environment).submit(requests, to: sink)
-        requests.removeAll(keepingCapacity: true)
+        guard !pending.isEmpty else { return }
+        connection(for: environment).submit(pending, to: sink)
+        pending.removeAll(keepingCapacity: true)
     }
 }
 
