@@ -32,10 +32,17 @@ extension Coordinator {
     /// What an announce's reads came to, in one hop: its run read doubles as the watcher's source for the pause's
     /// timeout, and the answer is the run's custom events seen live so far and whether a pause of its flow may wait
     /// for a late one (`FlowHabits.shouldWait`).
+    ///
+    /// The watcher takes the run now; what it decides (the timeout's store write, mostly) is applied in a job of
+    /// its own on this actor, right after this one: the announce goes on to its alert text meanwhile instead of
+    /// waiting for a transaction that its pushes don't depend on.
     func contextRead(_ run: FlowRun?, runID: String, flowID: String?)
         -> (live: (events: [RunEvent], artifacts: [RunArtifact]), mayWait: Bool)
     {
-        if let run { apply(watcher.handle(.run(run), now: now())) }
+        if let run {
+            let actions = watcher.handle(.run(run), now: now())
+            if !actions.isEmpty { Task { self.apply(actions) } }
+        }
         return (liveEvents(runID: runID), habits.shouldWait(flowID: flowID))
     }
 

@@ -122,21 +122,31 @@ struct Notifier: Sendable {
     private func buildProps(_ pause: PauseRecord, flowID: String?, flowName: String? = nil, pausedAt: Double? = nil,
                             followed: Bool, announcing: Bool = false,
                             receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
-        guard var gathered = await gatherer.gather(runID: pause.runID, stateID: pause.stateID,
-                                                   pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
-                                                   flowName: flowName, readHistory: !followed) else {
+        // One hop, while the input rows are read: the run read for the watcher, the run's live events, and whether
+        // its flow's pauses wait for one.
+        let relay = self.relay
+        guard let (gathered, (read, readAt)) = await gatherer.gather(
+            runID: pause.runID, stateID: pause.stateID, pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
+            flowName: flowName, readHistory: !followed,
+            onRun: { run in
+                (await relay.contextRead(FlowRun(details: run), runID: pause.runID, flowID: run.flowID ?? flowID),
+                 SystemClock.monotonic())
+            })
+        else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
             return .unavailable
         }
-        // One hop: the run read for the watcher, the run's live events, and whether its flow's pauses wait for one.
-        let flowID = gathered.context.run.flowID ?? flowID
-        let read = await relay.contextRead(FlowRun(details: gathered.context.run), runID: pause.runID, flowID: flowID)
+        var context = gathered.context
+        let flowID = context.run.flowID ?? flowID
         if announcing && gathered.movedOn {
             Log.info("pause.already_over", ["run": pause.runID, "state": pause.stateID,
-                                            "now": gathered.context.run.state?.name ?? "?"])
+                                            "now": context.run.state?.name ?? "?"])
             return .over
         }
-        var text = Notifier.adding(read.live, to: &gathered.context)
+        // The input rows can take tens of ms to appear on a real server: a custom event may have come meanwhile.
+        let live = SystemClock.monotonic() - readAt < Notifier.liveEventsFresh ? read.live
+            : await relay.liveEvents(runID: pause.runID)
+        var text = Notifier.adding(live, to: &context)
         if announcing && text.contextSource == .none && read.mayWait {
             // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
             // §7.6; ~90 ms seen here). For a flow known to send one (or never seen), give it until `eventGrace`
@@ -144,18 +154,18 @@ struct Notifier: Sendable {
             let deadline = receivedAt + Notifier.eventGrace
             while text.contextSource == .none && SystemClock.monotonic() < deadline {
                 try? await Task.sleep(for: .milliseconds(5))
-                text = Notifier.adding(await relay.liveEvents(runID: pause.runID), to: &gathered.context)
+                text = Notifier.adding(await relay.liveEvents(runID: pause.runID), to: &context)
             }
             if text.contextSource == .none { await relay.foundNoContext(flowID: flowID) }
         }
-        var run = gathered.context.run
+        var run = context.run
         if run.state?.id != pause.stateID || run.state?.isPaused != true {
             // The run moved on (or lags) before we read it: describe the pause we were told about.
             run.state = RunState(id: pause.stateID, type: "PAUSED", name: pause.stateName,
                                  timestamp: Timestamp.format(Double(pause.pausedAt)),
                                  pauseTimeout: pause.timeoutAt.map { Timestamp.format(Double($0)) })
         }
-        guard let props = WaitingProps(run: run, flowName: gathered.context.flowName, text: text, serverId: "",
+        guard let props = WaitingProps(run: run, flowName: context.flowName, text: text, serverId: "",
                                        uiRoot: uiRoot) else { return .unavailable }
         Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
                                 "context": text.contextSource.rawValue])
@@ -164,6 +174,10 @@ struct Notifier: Sendable {
 
     /// How long after its Paused event an announce with no context may wait for a late custom event.
     static let eventGrace = 0.15
+
+    /// The run's live events read beside its run read are taken as they are if the input rows came within this long
+    /// after; otherwise they are looked at again.
+    static let liveEventsFresh = 0.005
 
     /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
     private static func adding(_ live: (events: [RunEvent], artifacts: [RunArtifact]),

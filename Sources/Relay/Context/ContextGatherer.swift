@@ -26,6 +26,17 @@ struct ContextGatherer: Sendable {
     func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
                 readHistory: Bool = true) async -> Gathered?
     {
+        await gather(runID: runID, stateID: stateID, pausedAt: pausedAt, flowID: flowID, flowName: knownFlowName,
+                     readHistory: readHistory, onRun: { _ in }).map(\.gathered)
+    }
+
+    /// `gather`, with `onRun` run on the run as soon as it is read, before the input rows are waited for: work that
+    /// needs the run but not the rows (the announce's hop to the coordinator) overlaps the rows' read, which is
+    /// already on its way when it was sent ahead (`RunReadAhead`). Nil, without `onRun`, when the run can't be read.
+    func gather<Result>(runID: String, stateID: String, pausedAt: Double, flowID: String?,
+                        flowName knownFlowName: String? = nil, readHistory: Bool = true,
+                        onRun: (RunDetails) async -> Result) async -> (gathered: Gathered, onRun: Result)?
+    {
         let knownFlowName = knownFlowName.flatMap { $0.isEmpty ? nil : $0 }
         guard readHistory || knownFlowName == nil else {
             // A run the socket followed, its flow named by the event: the run and its input rows are all there is to
@@ -33,9 +44,10 @@ struct ContextGatherer: Sendable {
             guard let (run, movedOn) = await readRun(runID: runID, stateID: stateID, pausedAt: pausedAt) else {
                 return nil
             }
+            let result = await onRun(run)
             let rows = await inputRows(runID: runID, stateID: stateID, keyset: run.state?.runInputKeyset)
-            return Gathered(context: PauseContext(run: run, flowName: knownFlowName, inputRows: rows, artifacts: [],
-                                                  events: []), movedOn: movedOn)
+            return (Gathered(context: PauseContext(run: run, flowName: knownFlowName, inputRows: rows, artifacts: [],
+                                                   events: []), movedOn: movedOn), result)
         }
         // The run first: the input read waits on its keyset, and Prefect serves requests in the order they arrive.
         async let runRead = readRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
@@ -53,6 +65,7 @@ struct ContextGatherer: Sendable {
         // The flow's name, read beside the run when the event didn't carry it.
         async let eventFlow = knownFlowName == nil ? flowName(flowID) : knownFlowName
         guard let (run, movedOn) = await runRead else { return nil }
+        let result = await onRun(run)
         let rows = await inputRows(runID: runID, stateID: stateID, keyset: run.state?.runInputKeyset)
         let name: String?
         if let read = await eventFlow { name = read } else { name = await flowName(run.flowID) }
@@ -65,7 +78,7 @@ struct ContextGatherer: Sendable {
         let artifactList = (try? await artifacts.get()).map { RunArtifact.list(prefect: .array($0)) } ?? []
         let context = PauseContext(run: run, flowName: name, inputRows: rows, artifacts: artifactList,
                                    events: eventList)
-        return Gathered(context: context, movedOn: movedOn)
+        return (Gathered(context: context, movedOn: movedOn), result)
     }
 
     /// `currentRun`, read into `RunDetails`; nil when it can't be read or makes no sense.
@@ -100,7 +113,10 @@ struct ContextGatherer: Sendable {
         for attempt in 0...Self.runRereadDelaysMs.count {
             if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.runRereadDelaysMs[attempt - 1])) }
             let early = attempt == 0 ? await readAhead?.take(stateID: stateID) : nil
-            guard case .found(let json) = await prefect.flowRun(id: runID, answered: early) else { continue }
+            let read = if let json = early?.json { PrefectRead.found(json) } else {
+                await prefect.flowRun(id: runID, answered: early?.answer)
+            }
+            guard case .found(let json) = read else { continue }
             last = json
             let state = json["state"]
             if state?["id"]?.string == stateID { return (json, false) }

@@ -18,10 +18,17 @@ final class RunReadAhead: Sendable {
 
     typealias Answer = Result<HTTPReply, HTTPFailure>
 
+    /// A read's answer as the gather takes it. The run's answer is parsed on the pool's thread (for the input rows'
+    /// read); its JSON comes along so the gather doesn't parse it a second time.
+    struct Taken: Sendable {
+        let answer: Answer
+        var json: JSONValue? = nil
+    }
+
     /// One read's progress; a waiter is the gather that asked before the answer came.
     private enum Step {
-        case pending(waiter: CheckedContinuation<Answer?, Never>?)
-        case answered(Answer)
+        case pending(waiter: CheckedContinuation<Taken?, Never>?)
+        case answered(Taken)
         case taken
 
         var hasWaiter: Bool {
@@ -85,18 +92,18 @@ final class RunReadAhead: Sendable {
 
     /// The answer to the run read begun for this pause, waited for if it is still under way; nil when none was
     /// begun or it is too old. Taken once; the caller reads it as its own first attempt (`PrefectClient.flowRun`).
-    func take(stateID: String) async -> Answer? {
+    func take(stateID: String) async -> Taken? {
         await take(stateID, \.run)
     }
 
-    /// The answer to the input rows' read sent on the run's answer, as `take`.
+    /// The answer to the input rows' read sent on the run's answer, as `take` (without JSON: not parsed here).
     func takeInput(stateID: String) async -> Answer? {
-        await take(stateID, \.input)
+        await take(stateID, \.input)?.answer
     }
 
-    private func take(_ stateID: String, _ step: WritableKeyPath<Entry, Step?>) async -> Answer? {
+    private func take(_ stateID: String, _ step: WritableKeyPath<Entry, Step?>) async -> Taken? {
         await withCheckedContinuation { continuation in
-            let ready = table.withLock { table -> Answer?? in
+            let ready = table.withLock { table -> Taken?? in
                 guard let entry = table[stateID] else { return .some(nil) }
                 switch entry[keyPath: step] {
                 case nil, .taken?:
@@ -113,37 +120,48 @@ final class RunReadAhead: Sendable {
         }
     }
 
-    /// On the pool's thread: hands the run's answer on, and sends the input rows' read at once when the run shows
-    /// this pause naming them (what the gather would send next).
+    /// On the pool's thread: sends the input rows' read at once when the run's answer shows this pause naming them
+    /// (what the gather would send next), then hands the run's answer on: the rows' read goes out first, since it
+    /// is what the alert waits for, and the gather has the run to work on meanwhile.
     private func runAnswered(_ runID: String, _ stateID: String, _ answer: Answer) {
+        var taken = Taken(answer: answer)
         var inputRead: (path: String, body: JSONValue)?
-        if case .success(let reply) = answer, reply.status == 200, let json = try? JSONParser.parse(reply.body),
-           let run = RunDetails(prefect: json), run.state?.id == stateID {
-            inputRead = ContextGatherer.inputFilter(runID: runID, keyset: run.state?.runInputKeyset)
+        if case .success(let reply) = answer, reply.status == 200, let json = try? JSONParser.parse(reply.body) {
+            taken.json = json
+            if let run = RunDetails(prefect: json), run.state?.id == stateID {
+                inputRead = ContextGatherer.inputFilter(runID: runID, keyset: run.state?.runInputKeyset)
+            }
         }
         let at = monotonic()
-        let (kept, waiter) = table.withLock { table -> (Bool, CheckedContinuation<Answer?, Never>?) in
+        let kept = table.withLock { table -> Bool in
             // Gone: dropped unanswered for its age, and the gather (if any) has read for itself.
-            guard table[stateID] != nil else { return (false, nil) }
+            guard table[stateID] != nil else { return false }
             table[stateID]!.at = at
             if inputRead != nil { table[stateID]!.input = .pending(waiter: nil) }
-            return (true, Self.answered(&table[stateID]!.run!, answer))
+            return true
         }
-        waiter?.resume(returning: answer)
-        guard kept, let inputRead else { return }
-        prefect.begin("POST", inputRead.path, body: inputRead.body) { [self] answer in
-            let at = monotonic()
-            let waiter = table.withLock { table -> CheckedContinuation<Answer?, Never>? in
-                guard table[stateID]?.input != nil else { return nil }
-                table[stateID]!.at = at
-                return Self.answered(&table[stateID]!.input!, answer)
+        guard kept else { return }
+        if let inputRead {
+            prefect.begin("POST", inputRead.path, body: inputRead.body) { [self] answer in
+                let at = monotonic()
+                let rows = Taken(answer: answer)
+                let waiter = table.withLock { table -> CheckedContinuation<Taken?, Never>? in
+                    guard table[stateID]?.input != nil else { return nil }
+                    table[stateID]!.at = at
+                    return Self.answered(&table[stateID]!.input!, rows)
+                }
+                waiter?.resume(returning: rows)
             }
-            waiter?.resume(returning: answer)
         }
+        let waiter = table.withLock { table -> CheckedContinuation<Taken?, Never>? in
+            guard table[stateID]?.run != nil else { return nil }
+            return Self.answered(&table[stateID]!.run!, taken)
+        }
+        waiter?.resume(returning: taken)
     }
 
     /// Records an answer; returns the waiter to resume with it (outside the lock), if one was waiting.
-    private static func answered(_ step: inout Step, _ answer: Answer) -> CheckedContinuation<Answer?, Never>? {
+    private static func answered(_ step: inout Step, _ answer: Taken) -> CheckedContinuation<Taken?, Never>? {
         guard case .pending(let waiter) = step else { return nil }
         step = waiter == nil ? .answered(answer) : .taken
         return waiter

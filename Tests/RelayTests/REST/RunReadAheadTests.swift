@@ -70,6 +70,28 @@ import Testing
         #expect(await reader.readAhead.take(stateID: pause.stateID) == nil)
     }
 
+    /// The pool's thread parses the run's answer to find its input rows; the gather takes that JSON rather than
+    /// parsing the answer again. An answer that isn't a 200 comes raw, for the gather's retries.
+    @Test func theRunsAnswerIsTakenParsed() async throws {
+        let pause = Self.plain
+        let server = try ScriptedHTTPServer { _, request in
+            request == 0 ? .answer(pause.run.encoded()) : .raw("HTTP/1.1 503 Service Unavailable\r\ncontent-length: 2\r\n\r\n{}")
+        }
+        defer { server.stop() }
+        let reader = try Reader(server)
+        reader.readAhead.consider(pause.event())
+        let taken = try #require(await reader.readAhead.take(stateID: pause.stateID))
+        #expect(taken.json?["id"]?.string == pause.runID)
+        #expect(taken.json?["state"]?["id"]?.string == pause.stateID)
+
+        let later = Pause("rest-flow-run-suspended")
+        reader.readAhead.consider(later.event())
+        let refused = try #require(await reader.readAhead.take(stateID: later.stateID))
+        #expect(refused.json == nil)
+        guard case .success(let reply) = refused.answer else { Issue.record("no answer"); return }
+        #expect(reply.status == 503)
+    }
+
     @Test func theInputRowsAreReadOnTheRunsAnswer() async throws {
         let pause = Self.withInput
         let server = try ScriptedHTTPServer { _, request in
