@@ -48,6 +48,25 @@ import Testing
         #expect(try dir.store().outboxCount() == 0)
     }
 
+    /// An announce's run read gives the watcher the pause's timeout; its store write runs after the hop returns
+    /// (the announce goes on meanwhile), and is not lost for that.
+    @Test func theTimeoutAnAnnounceReadIsStored() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        let relay = try coordinator(dir)
+        let run = FlowRun(id: "run-1", stateID: "s1", stateType: "PAUSED", stateName: "Paused", stateTimestamp: 1,
+                          pauseTimeout: 601)
+        _ = await relay.contextRead(run, runID: "run-1", flowID: nil)
+        var stored: Int64?
+        for _ in 0..<100 where stored == nil {
+            _ = await relay.devices()  // a hop through the actor, behind the write
+            stored = try dir.store().pause(stateID: "s1")?.timeoutAt
+        }
+        #expect(stored == 601)
+        #expect(await relay.watcher.pauses["s1"]?.timeoutAt == 601)
+    }
+
     @Test func liveActivitiesLeftByAStopAreEndedAfterTheRestart() async throws {
         let dir = try StoreScratch()
         let store = try dir.store()
