@@ -216,8 +216,10 @@ import Testing
         url.tls = true
         let started = monotonicMs()
         guard case .failure(let failure) = await pool.send(get(url)) else { Issue.record("expected a failure"); return }
+        // The connect deadline's failure ("connect to … timed out"), well before the call's own 5 s: the bound is
+        // loose, since a loaded CI machine took 2.3 s for the 0.5 s deadline (the suites run in parallel).
         #expect(failure.reason.contains("timed out"))
-        #expect(monotonicMs() - started < 2000)
+        #expect(monotonicMs() - started < 4000)
     }
 
     @Test func untrustedOrMisnamedCertificatesFail() async throws {
