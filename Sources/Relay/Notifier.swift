@@ -124,7 +124,6 @@ struct Notifier: Sendable {
                             receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
         // One hop, while the input rows are read: the run read for the watcher, the run's live events, and whether
         // its flow's pauses wait for one.
-        let relay = self.relay
         guard let (gathered, (read, readAt)) = await gatherer.gather(
             runID: pause.runID, stateID: pause.stateID, pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
             flowName: flowName, readHistory: !followed,

@@ -22,6 +22,7 @@ final class RunReadAhead: Sendable {
     /// read); its JSON comes along so the gather doesn't parse it a second time.
     struct Taken: Sendable {
         let answer: Answer
+        /// The answer's JSON when it was a 200 that parsed; nil otherwise (the gather retries from `answer`).
         var json: JSONValue? = nil
     }
 
@@ -124,13 +125,13 @@ final class RunReadAhead: Sendable {
     /// (what the gather would send next), then hands the run's answer on: the rows' read goes out first, since it
     /// is what the alert waits for, and the gather has the run to work on meanwhile.
     private func runAnswered(_ runID: String, _ stateID: String, _ answer: Answer) {
-        var taken = Taken(answer: answer)
+        let json: JSONValue? = if case .success(let reply) = answer, reply.status == 200 {
+            try? JSONParser.parse(reply.body)
+        } else { nil }
+        let taken = Taken(answer: answer, json: json)
         var inputRead: (path: String, body: JSONValue)?
-        if case .success(let reply) = answer, reply.status == 200, let json = try? JSONParser.parse(reply.body) {
-            taken.json = json
-            if let run = RunDetails(prefect: json), run.state?.id == stateID {
-                inputRead = ContextGatherer.inputFilter(runID: runID, keyset: run.state?.runInputKeyset)
-            }
+        if let json, let run = RunDetails(prefect: json), run.state?.id == stateID {
+            inputRead = ContextGatherer.inputFilter(runID: runID, keyset: run.state?.runInputKeyset)
         }
         let at = monotonic()
         let kept = table.withLock { table -> Bool in
