@@ -36,14 +36,23 @@ extension Coordinator {
     /// The watcher takes the run now; what it decides (the timeout's store write, mostly) is applied in a job of
     /// its own on this actor, right after this one: the announce goes on to its alert text meanwhile instead of
     /// waiting for a transaction that its pushes don't depend on.
-    func contextRead(_ run: FlowRun?, runID: String, flowID: String?)
-        -> (live: (events: [RunEvent], artifacts: [RunArtifact]), mayWait: Bool)
-    {
+    func contextRead(_ run: FlowRun?, runID: String, flowID: String?) -> ContextRead {
         if let run {
             let actions = watcher.handle(.run(run), now: now())
             if !actions.isEmpty { Task { self.apply(actions) } }
         }
-        return (liveEvents(runID: runID), habits.shouldWait(flowID: flowID))
+        return ContextRead(live: liveEvents(runID: runID), mayWait: habits.shouldWait(flowID: flowID),
+                           at: SystemClock.monotonic())
+    }
+
+    /// What an announce's hop to the coordinator comes back with.
+    struct ContextRead: Sendable {
+        /// The run's custom events and artifacts seen live on the socket so far.
+        var live: (events: [RunEvent], artifacts: [RunArtifact])
+        /// Whether a pause of its flow may wait for a late one.
+        var mayWait: Bool
+        /// When `live` was looked at (monotonic seconds): the announce looks again if its input rows came much later.
+        var at: Double
     }
 
     /// Counts the push and applies what APNs' answer means for the registry.

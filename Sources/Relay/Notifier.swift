@@ -124,12 +124,11 @@ struct Notifier: Sendable {
                             receivedAt: Double = SystemClock.monotonic()) async -> PropsResult {
         // One hop, while the input rows are read: the run read for the watcher, the run's live events, and whether
         // its flow's pauses wait for one.
-        guard let (gathered, (read, readAt)) = await gatherer.gather(
+        guard let (gathered, read) = await gatherer.gather(
             runID: pause.runID, stateID: pause.stateID, pausedAt: pausedAt ?? Double(pause.pausedAt), flowID: flowID,
             flowName: flowName, readHistory: !followed,
             onRun: { run in
-                (await relay.contextRead(FlowRun(details: run), runID: pause.runID, flowID: run.flowID ?? flowID),
-                 SystemClock.monotonic())
+                await relay.contextRead(FlowRun(details: run), runID: pause.runID, flowID: run.flowID ?? flowID)
             })
         else {
             Log.warn("pause.context_unavailable", ["run": pause.runID, "state": pause.stateID])
@@ -143,7 +142,7 @@ struct Notifier: Sendable {
             return .over
         }
         // The input rows can take tens of ms to appear on a real server: a custom event may have come meanwhile.
-        let live = SystemClock.monotonic() - readAt < Notifier.liveEventsFresh ? read.live
+        let live = SystemClock.monotonic() - read.at < Notifier.liveEventsFresh ? read.live
             : await relay.liveEvents(runID: pause.runID)
         var text = Notifier.adding(live, to: &context)
         if announcing && text.contextSource == .none && read.mayWait {

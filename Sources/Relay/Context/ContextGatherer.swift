@@ -16,23 +16,17 @@ struct ContextGatherer: Sendable {
         var movedOn: Bool
     }
 
-    /// Nil when the run can't be read at all (Prefect down, run deleted): the caller logs and gives up.
+    /// Reads a pause's context. Nil, without `onRun`, when the run can't be read at all (Prefect down, run
+    /// deleted): the caller logs and gives up.
     /// `pausedAt` is the pause's state timestamp (unix seconds, with the fraction when known), to tell a run that
     /// lags its event from one that has moved on. `flowName` is the name the Paused event's related flow carries;
     /// when known, the flow isn't read.
     /// `readHistory` false skips the artifacts and events reads (the socket already told them: `RecentRunEvents`).
     /// The input rows are read once the run has named them (its keyset): Prefect writes them after the Paused
     /// state, so a read beside the run's would find nothing on a real server and only cost it a request.
-    func gather(runID: String, stateID: String, pausedAt: Double, flowID: String?, flowName knownFlowName: String? = nil,
-                readHistory: Bool = true) async -> Gathered?
-    {
-        await gather(runID: runID, stateID: stateID, pausedAt: pausedAt, flowID: flowID, flowName: knownFlowName,
-                     readHistory: readHistory, onRun: { _ in }).map(\.gathered)
-    }
-
-    /// `gather`, with `onRun` run on the run as soon as it is read, before the input rows are waited for: work that
-    /// needs the run but not the rows (the announce's hop to the coordinator) overlaps the rows' read, which is
-    /// already on its way when it was sent ahead (`RunReadAhead`). Nil, without `onRun`, when the run can't be read.
+    /// `onRun` runs on the run as soon as it is read, before the input rows are waited for: work that needs the run
+    /// but not the rows (the announce's hop to the coordinator) overlaps the rows' read, which is already on its way
+    /// when it was sent ahead (`RunReadAhead`).
     func gather<Result>(runID: String, stateID: String, pausedAt: Double, flowID: String?,
                         flowName knownFlowName: String? = nil, readHistory: Bool = true,
                         onRun: (RunDetails) async -> Result) async -> (gathered: Gathered, onRun: Result)?
@@ -81,13 +75,6 @@ struct ContextGatherer: Sendable {
         return (Gathered(context: context, movedOn: movedOn), result)
     }
 
-    /// `currentRun`, read into `RunDetails`; nil when it can't be read or makes no sense.
-    private func readRun(runID: String, stateID: String, pausedAt: Double) async -> (RunDetails, movedOn: Bool)? {
-        guard let (json, movedOn) = await currentRun(runID: runID, stateID: stateID, pausedAt: pausedAt),
-              let run = RunDetails(prefect: json) else { return nil }
-        return (run, movedOn)
-    }
-
     /// Pauses before each re-read of a run that still shows a state from before the pause. Prefect sends the
     /// Paused event as it commits the state, so a read sent at once can begin before the commit and answer the old
     /// state; by the time that answer is back (6-25 ms on a busy server here) the commit is done, so the first
@@ -107,23 +94,26 @@ struct ContextGatherer: Sendable {
     /// `GET /flow_runs/{id}` (the first one taken from `readAhead` when the socket's thread began it), re-read
     /// (bounded, `runRereadDelaysMs`) while it still shows a state from before the pause (the run can lag its own
     /// event). Returns the run and whether it has already moved past the pause: another PAUSED state, or any state
-    /// stamped after the pause.
-    private func currentRun(runID: String, stateID: String, pausedAt: Double) async -> (JSONValue, Bool)? {
-        var last: JSONValue?
+    /// stamped after the pause. Nil when it can't be read or makes no sense.
+    private func readRun(runID: String, stateID: String, pausedAt: Double) async -> (RunDetails, movedOn: Bool)? {
+        var last: RunDetails?
         for attempt in 0...Self.runRereadDelaysMs.count {
             if attempt > 0 { try? await Task.sleep(for: .milliseconds(Self.runRereadDelaysMs[attempt - 1])) }
             let early = attempt == 0 ? await readAhead?.take(stateID: stateID) : nil
-            let read = if let json = early?.json { PrefectRead.found(json) } else {
-                await prefect.flowRun(id: runID, answered: early?.answer)
-            }
-            guard case .found(let json) = read else { continue }
-            last = json
-            let state = json["state"]
-            if state?["id"]?.string == stateID { return (json, false) }
-            let stamped = state?["timestamp"]?.string.flatMap(Timestamp.parse) ?? 0
-            if state?["type"]?.string == "PAUSED" || stamped > pausedAt { return (json, true) }
+            guard let run = await readRunOnce(runID: runID, early: early) else { continue }
+            last = run
+            if run.state?.id == stateID { return (run, false) }
+            let stamped = run.state?.timestamp.flatMap(Timestamp.parse) ?? 0
+            if run.state?.isPaused == true || stamped > pausedAt { return (run, true) }
         }
         return last.map { ($0, false) }
+    }
+
+    /// One read of the run: the answer read ahead when there is one (a 200 comes read already), else its own.
+    private func readRunOnce(runID: String, early: RunReadAhead.Taken?) async -> RunDetails? {
+        if let run = early?.run { return run }
+        guard case .found(let json) = await prefect.flowRun(id: runID, answered: early?.answer) else { return nil }
+        return RunDetails(prefect: json)
     }
 
     private func flowName(_ flowID: String?) async -> String? {

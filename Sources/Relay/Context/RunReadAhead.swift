@@ -18,12 +18,12 @@ final class RunReadAhead: Sendable {
 
     typealias Answer = Result<HTTPReply, HTTPFailure>
 
-    /// A read's answer as the gather takes it. The run's answer is parsed on the pool's thread (for the input rows'
-    /// read); its JSON comes along so the gather doesn't parse it a second time.
+    /// A read's answer as the gather takes it. The run's answer is read on the pool's thread (for the input rows'
+    /// read); the run comes along so the gather doesn't read the answer a second time.
     struct Taken: Sendable {
         let answer: Answer
-        /// The answer's JSON when it was a 200 that parsed; nil otherwise (the gather retries from `answer`).
-        var json: JSONValue? = nil
+        /// The run, when the answer was a 200 that read as one; nil otherwise (the gather retries from `answer`).
+        var run: RunDetails? = nil
     }
 
     /// One read's progress; a waiter is the gather that asked before the answer came.
@@ -125,12 +125,12 @@ final class RunReadAhead: Sendable {
     /// (what the gather would send next), then hands the run's answer on: the rows' read goes out first, since it
     /// is what the alert waits for, and the gather has the run to work on meanwhile.
     private func runAnswered(_ runID: String, _ stateID: String, _ answer: Answer) {
-        let json: JSONValue? = if case .success(let reply) = answer, reply.status == 200 {
-            try? JSONParser.parse(reply.body)
+        let run: RunDetails? = if case .success(let reply) = answer, reply.status == 200 {
+            (try? JSONParser.parse(reply.body)).flatMap(RunDetails.init(prefect:))
         } else { nil }
-        let taken = Taken(answer: answer, json: json)
+        let taken = Taken(answer: answer, run: run)
         var inputRead: (path: String, body: JSONValue)?
-        if let json, let run = RunDetails(prefect: json), run.state?.id == stateID {
+        if let run, run.state?.id == stateID {
             inputRead = ContextGatherer.inputFilter(runID: runID, keyset: run.state?.runInputKeyset)
         }
         let at = monotonic()

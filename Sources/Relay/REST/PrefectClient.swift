@@ -83,7 +83,7 @@ enum PrefectRead: Sendable {
 }
 
 extension PrefectClient {
-    /// `GET /flow_runs/{id}`; `answered`: the answer to one sent ahead (`readFlowRun`), retried as any other.
+    /// `GET /flow_runs/{id}`; `answered`: the answer to one sent ahead (`RunReadAhead`), retried as any other.
     func flowRun(id: String, answered: Result<HTTPReply, HTTPFailure>? = nil) async -> PrefectRead {
         let path = "/flow_runs/\(id)"
         return PrefectRead(await json("GET", path, answered: answered), path: path)

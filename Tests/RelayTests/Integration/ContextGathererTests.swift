@@ -41,7 +41,7 @@ extension SharedPrefect {
             }
             // Straight after the pause, as the relay would: the reads must wait out the late input rows themselves.
             let gathered = try #require(await client.gatherer.gather(runID: runID, stateID: stateID, pausedAt: pausedAt,
-                                                                     flowID: nil))
+                                                                     flowID: nil, onRun: { _ in })?.gathered)
             #expect(gathered.movedOn == false)
             #expect(gathered.context.run.state?.id == stateID)
             return (gathered, AlertText(context: gathered.context, readers: .live))
@@ -89,7 +89,7 @@ extension SharedPrefect {
             try e2e.resume(runID)
             try e2e.waitForState(runID, type: "RUNNING", timeout: 30)
             let gathered = try #require(await client.gatherer.gather(runID: runID, stateID: stateID, pausedAt: pausedAt,
-                                                                     flowID: nil))
+                                                                     flowID: nil, onRun: { _ in })?.gathered)
             #expect(gathered.movedOn)
         }
     }

@@ -50,7 +50,7 @@ import Testing
 
         func gather(_ pause: Pause) async -> ContextGatherer.Gathered? {
             await gatherer.gather(runID: pause.runID, stateID: pause.stateID, pausedAt: pause.pausedAt, flowID: nil,
-                                  flowName: "fixture", readHistory: false)
+                                  flowName: "fixture", readHistory: false, onRun: { _ in })?.gathered
         }
     }
 
@@ -70,8 +70,8 @@ import Testing
         #expect(await reader.readAhead.take(stateID: pause.stateID) == nil)
     }
 
-    /// The pool's thread parses the run's answer to find its input rows; the gather takes that JSON rather than
-    /// parsing the answer again. An answer that isn't a 200 comes raw, for the gather's retries.
+    /// The pool's thread reads the run's answer to find its input rows; the gather takes that run rather than
+    /// reading the answer again. An answer that isn't a 200 comes raw, for the gather's retries.
     @Test func theRunsAnswerIsTakenParsed() async throws {
         let pause = Self.plain
         let server = try ScriptedHTTPServer { _, request in
@@ -81,13 +81,13 @@ import Testing
         let reader = try Reader(server)
         reader.readAhead.consider(pause.event())
         let taken = try #require(await reader.readAhead.take(stateID: pause.stateID))
-        #expect(taken.json?["id"]?.string == pause.runID)
-        #expect(taken.json?["state"]?["id"]?.string == pause.stateID)
+        #expect(taken.run?.id == pause.runID)
+        #expect(taken.run?.state?.id == pause.stateID)
 
         let later = Pause("rest-flow-run-suspended")
         reader.readAhead.consider(later.event())
         let refused = try #require(await reader.readAhead.take(stateID: later.stateID))
-        #expect(refused.json == nil)
+        #expect(refused.run == nil)
         guard case .success(let reply) = refused.answer else { Issue.record("no answer"); return }
         #expect(reply.status == 503)
     }
