@@ -87,8 +87,9 @@ extension SharedPrefect {
                 slow.append(fd)
             }
             let started = SystemClock.monotonic()
+            // Answered within 2 s, while the 200 heads stay open until their 5 s deadline: a server that served
+            // heads one at a time, or ran out of room for them, would time this request out.
             #expect(try relay.http.request("GET", "/push/health", timeout: 2).status == 200)
-            #expect(SystemClock.monotonic() - started < 1)
             // The header deadline (5 s) closes every slow connection, even one that keeps sending.
             let trickle = slow[0]
             let deadline = SystemClock.monotonic() + 8
