@@ -147,8 +147,8 @@ struct Notifier: Sendable {
         var text = Notifier.adding(live, to: &context)
         if announcing && text.contextSource == .none && read.mayWait {
             // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
-            // §7.6; ~90 ms seen here). For a flow known to send one (or never seen), give it until `eventGrace`
-            // after the Paused event arrived, looking every few ms; a flow known to send none doesn't wait at all.
+            // §7.6). For a flow known to send one (or never seen), give it until `eventGrace` after the Paused event
+            // arrived, looking every few ms; a flow known to send none doesn't wait at all.
             let deadline = receivedAt + Notifier.eventGrace
             while text.contextSource == .none && SystemClock.monotonic() < deadline {
                 try? await Task.sleep(for: .milliseconds(5))
@@ -170,8 +170,12 @@ struct Notifier: Sendable {
         return .built(props)
     }
 
-    /// How long after its Paused event an announce with no context may wait for a late custom event.
-    static let eventGrace = 0.15
+    /// How long after its Paused event an announce with no context may wait for a late custom event. The flow's
+    /// client sends its events on a connection of its own, so they can come well after the server's Paused event:
+    /// ~90 ms on an idle machine, 216 ms on a loaded one (a test run with Prefect busy with other flows). The wait
+    /// ends the moment the event is there, so the bound is paid in full only by a flow's first pause when it sends
+    /// none (it is then known not to), and by a flow that sends one on some pauses only.
+    static let eventGrace = 0.5
 
     /// The run's live events read beside its run read are taken as they are if the input rows came within this long
     /// after; otherwise they are looked at again.
