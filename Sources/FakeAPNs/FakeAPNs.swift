@@ -106,6 +106,12 @@ public final class FakeAPNs: @unchecked Sendable {
         ledger.state.withLock { $0.scripts[token.lowercased()] = answers }
     }
 
+    /// Answers for the requests to `token` that `matches` picks, used in order (the last one repeats); the others
+    /// get `token`'s plain script. For a test on a shared Prefect server, whose relay also pushes other tests' pauses.
+    public func script(_ token: String, when matches: @escaping @Sendable (Request) -> Bool, _ answers: Answer...) {
+        ledger.state.withLock { $0.pickedScripts[token.lowercased()] = (matches, answers) }
+    }
+
     /// On every connection, answer this many streams, then send GOAWAY with that last stream id and leave
     /// later streams unprocessed (the client must resend them on a fresh connection).
     public func goAway(afterStreams count: Int?) {
@@ -147,6 +153,8 @@ public final class FakeAPNs: @unchecked Sendable {
 final class FakeAPNsLedger: Sendable {
     struct State {
         var scripts: [String: [FakeAPNs.Answer]] = [:]
+        /// Scripts for only some of a token's requests (`FakeAPNs.script(_:when:_:)`), ahead of `scripts`.
+        var pickedScripts: [String: (matches: @Sendable (FakeAPNs.Request) -> Bool, answers: [FakeAPNs.Answer])] = [:]
         var requests: [FakeAPNs.Request] = []
         var goAwayAfterStreams: Int?
         /// Connections with an id up to this one are neither read nor written (a silently dead peer).
@@ -171,10 +179,15 @@ final class FakeAPNsLedger: Sendable {
         self.onRequest = onRequest
     }
 
-    /// The next answer for a request on `token` (called by the loop thread).
-    func nextAnswer(for token: String) -> FakeAPNs.Answer {
-        state.withLock { state in
+    /// The next answer for `request` (called by the loop thread).
+    func nextAnswer(for request: FakeAPNs.Request) -> FakeAPNs.Answer {
+        let token = request.token
+        return state.withLock { state in
             if let everyone = state.answerEveryone { return everyone }
+            if let picked = state.pickedScripts[token], picked.matches(request), let first = picked.answers.first {
+                if picked.answers.count > 1 { state.pickedScripts[token]!.answers.removeFirst() }
+                return first
+            }
             guard var answers = state.scripts[token], let first = answers.first else { return .accept }
             if answers.count > 1 {
                 answers.removeFirst()

@@ -94,7 +94,7 @@ final class FakeAPNsConnection {
                                        path: stream.headers[":path"] ?? "", headers: stream.headers,
                                        body: String(decoding: stream.body, as: UTF8.self), openStreams: streams.count)
         let answer: FakeAPNs.Answer = server.isValid(authorization: request.authorization)
-            ? server.ledger.nextAnswer(for: request.token) : .reject(403, "InvalidProviderToken")
+            ? server.ledger.nextAnswer(for: request) : .reject(403, "InvalidProviderToken")
         request.answer = answer
         server.ledger.record(request)
         respond(streamID, answer)

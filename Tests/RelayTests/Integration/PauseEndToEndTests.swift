@@ -181,8 +181,10 @@ extension SharedPrefect {
             }
             #expect(received.count == 1)
             #expect(received.first?.headers["apns-push-type"] == "alert")
-            // A dead token: APNs says Unregistered, the relay drops the phone and says so.
-            e2e.development.script(EndToEnd.deviceToken, .reject(410, "Unregistered"))
+            // A dead token: APNs says Unregistered, the relay drops the phone and says so. Only the test alert is
+            // refused: an alert for another test's pause must not drop the phone first.
+            e2e.development.script(EndToEnd.deviceToken, when: { (try? JSONParser.parse($0.body))?["body"] == nil },
+                                   .reject(410, "Unregistered"))
             let dead = try relay.http.request("POST", "/devices/phone/test", headers: ["Authorization": PrefectServer.authorization])
             #expect(dead.json?["sent"] == false)
             #expect(dead.json?["reason"] == "Unregistered")
