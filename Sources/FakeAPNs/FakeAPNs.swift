@@ -184,17 +184,20 @@ final class FakeAPNsLedger: Sendable {
         let token = request.token
         return state.withLock { state in
             if let everyone = state.answerEveryone { return everyone }
-            if let picked = state.pickedScripts[token], picked.matches(request), let first = picked.answers.first {
-                if picked.answers.count > 1 { state.pickedScripts[token]!.answers.removeFirst() }
-                return first
+            if state.pickedScripts[token]?.matches(request) == true,
+               let answer = Self.next(&state.pickedScripts[token]!.answers) {
+                return answer
             }
-            guard var answers = state.scripts[token], let first = answers.first else { return .accept }
-            if answers.count > 1 {
-                answers.removeFirst()
-                state.scripts[token] = answers
-            }
-            return first
+            if state.scripts[token] != nil, let answer = Self.next(&state.scripts[token]!) { return answer }
+            return .accept
         }
+    }
+
+    /// A script's next answer; the last one repeats.
+    private static func next(_ answers: inout [FakeAPNs.Answer]) -> FakeAPNs.Answer? {
+        guard let first = answers.first else { return nil }
+        if answers.count > 1 { answers.removeFirst() }
+        return first
     }
 
     func record(_ request: FakeAPNs.Request) {

@@ -11,7 +11,8 @@ extension SharedPrefect {
         /// Accepted alerts for `run` on the test phone.
         private func accepted(_ e2e: EndToEnd, run: String) -> Int {
             e2e.development.requests(for: EndToEnd.deviceToken).count { request in
-                (try? JSONParser.parse(request.body))?["body"]?["runId"] == .string(run)
+                guard case .accept? = request.answer else { return false }
+                return (try? JSONParser.parse(request.body))?["body"]?["runId"] == .string(run)
             }
         }
 
@@ -40,22 +41,16 @@ extension SharedPrefect {
             try e2e.startRelay()
             try e2e.registerDevice()
             let run = try e2e.runFlow("plain")
-            func accepted(for run: String) -> Int {
-                e2e.development.requests(for: EndToEnd.deviceToken).count { request in
-                    guard case .accept? = request.answer else { return false }
-                    return (try? JSONParser.parse(request.body))?["body"]?["runId"] == .string(run)
-                }
-            }
             try waitUntil("three refusals, and every refused alert and this run's alert accepted", timeout: 60) {
                 let byPause = alertsByPause(e2e)
                 return byPause.values.reduce(0) { $0 + $1.refused } == 3
-                    && byPause.values.allSatisfy { $0.refused == 0 || $0.accepted > 0 } && accepted(for: run) > 0
+                    && byPause.values.allSatisfy { $0.refused == 0 || $0.accepted > 0 } && accepted(e2e, run: run) > 0
             }
             sleepSeconds(2)  // a settled push is never sent again
             let byPause = alertsByPause(e2e)
             #expect(byPause.values.allSatisfy { $0.accepted == 1 }, "\(byPause)")
             #expect(byPause.values.reduce(0) { $0 + $1.refused } == 3)
-            #expect(accepted(for: run) == 1)
+            #expect(accepted(e2e, run: run) == 1)
             #expect(e2e.pushes(to: EndToEnd.startToken, run: run).count == 1)
             let metrics = try e2e.relay!.http.request("GET", "/metrics", headers: ["Authorization": PrefectServer.authorization])
             #expect(metrics.body.contains("prefect_push_outbox_pending 0"))
