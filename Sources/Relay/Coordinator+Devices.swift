@@ -2,11 +2,6 @@ import RelayCore
 
 /// What the notifier needs from the store, and the store effects of APNs' answers. One actor hop each.
 extension Coordinator {
-    /// Custom events about the run seen live on the socket (see `RecentRunEvents`).
-    func liveEvents(runID: String) -> (events: [RunEvent], artifacts: [RunArtifact]) {
-        (recentEvents.events(for: runID), recentEvents.artifacts(for: runID))
-    }
-
     /// Every registered device; nil when the store could not be read (the caller tries again later).
     func devices() -> [Device]? {
         do { return try store.allDevices() } catch {
@@ -48,7 +43,7 @@ extension Coordinator {
     /// What an announce's hop to the coordinator comes back with.
     struct ContextRead: Sendable {
         /// The run's custom events and artifacts seen live on the socket so far.
-        var live: (events: [RunEvent], artifacts: [RunArtifact])
+        var live: LiveEvents
         /// Whether a pause of its flow may wait for a late one.
         var mayWait: Bool
         /// When `live` was looked at (monotonic seconds): the announce looks again if its input rows came much later.

@@ -26,12 +26,14 @@ extension Coordinator {
             guard let state = event.stateEvent else {
                 if let (runID, artifact) = RunArtifact.fromCollectionEvent(event) {
                     recentEvents.add(artifact, runID: runID)
+                    wakeLiveWaiters(runID: runID)
                     return
                 }
                 // A custom event on a run: context an alert may want before Prefect has stored it.
                 if let runID = event.runID, let runEvent = RunEvent(prefect: json) {
                     Log.debug("events.custom", ["run": runID, "name": String(event.name.prefix(80))])
                     if recentEvents.add(runEvent, runID: runID) {
+                        wakeLiveWaiters(runID: runID)
                         let flowID = event.related(role: "flow").map { String($0.id.dropFirst("prefect.flow.".count)) }
                         remember(habits.sawContextEvent(runID: runID, flowID: flowID))
                     }

@@ -14,6 +14,9 @@ actor Coordinator {
     var lastListing = -Double.infinity
     var metrics = Metrics()
     var recentEvents = RecentRunEvents()
+    /// Announces waiting for a late custom event, by run (`Coordinator+LiveEvents.swift`).
+    var liveWaiters: [String: [LiveWaiter]] = [:]
+    var lastLiveWaiter = 0
     var habits: FlowHabits
     /// Set once at start-up, before any event arrives (it needs the relay itself).
     var notifier: Notifier?

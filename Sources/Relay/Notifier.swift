@@ -142,17 +142,17 @@ struct Notifier: Sendable {
             return .over
         }
         // The input rows can take tens of ms to appear on a real server: a custom event may have come meanwhile.
-        let live = SystemClock.monotonic() - read.at < Notifier.liveEventsFresh ? read.live
+        var live = SystemClock.monotonic() - read.at < Notifier.liveEventsFresh ? read.live
             : await relay.liveEvents(runID: pause.runID)
         var text = Notifier.adding(live, to: &context)
         if announcing && text.contextSource == .none && read.mayWait {
             // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
             // §7.6). For a flow known to send one (or never seen), give it until `eventGrace` after the Paused event
-            // arrived, looking every few ms; a flow known to send none doesn't wait at all.
+            // arrived, looking again each time something comes for the run; a flow known to send none doesn't wait.
             let deadline = receivedAt + Notifier.eventGrace
             while text.contextSource == .none && SystemClock.monotonic() < deadline {
-                try? await Task.sleep(for: .milliseconds(5))
-                text = Notifier.adding(await relay.liveEvents(runID: pause.runID), to: &context)
+                live = await relay.liveEvents(runID: pause.runID, after: live.arrivals, until: deadline)
+                text = Notifier.adding(live, to: &context)
             }
             if text.contextSource == .none { await relay.foundNoContext(flowID: flowID) }
         }
@@ -182,8 +182,7 @@ struct Notifier: Sendable {
     static let liveEventsFresh = 0.005
 
     /// Adds the run's custom events seen live on the socket (not yet in `/events/filter`) and reads the text.
-    private static func adding(_ live: (events: [RunEvent], artifacts: [RunArtifact]),
-                               to context: inout PauseContext) -> AlertText {
+    private static func adding(_ live: Coordinator.LiveEvents, to context: inout PauseContext) -> AlertText {
         // Whole events are compared: one without an id must not be added again each time the grace loop looks.
         let stored = Set(context.events.compactMap(\.id))
         for event in live.events where event.id.map({ !stored.contains($0) }) ?? !context.events.contains(event) {

@@ -13,6 +13,8 @@ public struct RecentRunEvents: Sendable {
     private var events: [String: [RunEvent]] = [:]
     private var artifacts: [String: [RunArtifact]] = [:]
     private var followed: Set<String> = []
+    /// How many events and artifacts each run has been given, so a waiter can tell that something came.
+    private var arrivals: [String: Int] = [:]
     /// Runs with an entry (in `events`, possibly empty), oldest first, for eviction.
     private var order: [String] = []
 
@@ -32,6 +34,7 @@ public struct RecentRunEvents: Sendable {
         list.append(event)
         if list.count > perRun { list.removeFirst(list.count - perRun) }
         events[runID] = list
+        arrivals[runID, default: 0] += 1
         return true
     }
 
@@ -42,6 +45,7 @@ public struct RecentRunEvents: Sendable {
         list.append(artifact)
         if list.count > perRun { list.removeFirst(list.count - perRun) }
         artifacts[runID] = list
+        arrivals[runID, default: 0] += 1
     }
 
     /// The run was seen in a state before any pause, on this subscription: from here on the socket tells all.
@@ -58,6 +62,10 @@ public struct RecentRunEvents: Sendable {
 
     public func events(for runID: String) -> [RunEvent] { events[runID] ?? [] }
 
+    /// How many events and artifacts have been kept for the run so far (it only grows while the run is kept, even
+    /// once its oldest entries are dropped), so a change says that something new came.
+    public func arrivals(for runID: String) -> Int { arrivals[runID] ?? 0 }
+
     /// Newest first, as `/artifacts/filter` answers.
     public func artifacts(for runID: String) -> [RunArtifact] { (artifacts[runID] ?? []).reversed() }
 
@@ -69,6 +77,7 @@ public struct RecentRunEvents: Sendable {
         let evicted = order.removeFirst()
         events[evicted] = nil
         artifacts[evicted] = nil
+        arrivals[evicted] = nil
         followed.remove(evicted)
     }
 }

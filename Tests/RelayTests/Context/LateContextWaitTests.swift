@@ -1,0 +1,58 @@
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+/// An announce with no context waits for a late custom event on the coordinator, which wakes it when one comes for
+/// the run (not on a poll) and at its deadline otherwise.
+@Suite struct LateContextWaitTests {
+    private let runID = "8c848c8b-7db3-4f2d-b242-c89c17d44b0f"  // the run ws-event-custom.json names
+
+    private func coordinator() throws -> (Coordinator, StoreScratch) {
+        let dir = try StoreScratch()
+        let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
+        let relay = try Coordinator(store: try Store(path: dir.file("relay.db")),
+                                    prefect: PrefectClient(config: config, http: try HTTPPool()), apnsConfigured: true)
+        return (relay, dir)
+    }
+
+    private var customEvent: JSONValue { ContextFixtures.json("prefect/ws-event-custom.json")["event"]! }
+
+    @Test func anEventForTheRunWakesItsWaiterLongBeforeTheDeadline() async throws {
+        let (relay, _) = try coordinator()
+        let deadline = SystemClock.monotonic() + 60
+        let runID = self.runID
+        let waiting = Task { await relay.liveEvents(runID: runID, after: 0, until: deadline) }
+        // Bounded: the waiter registers within a few hops.
+        for _ in 0..<2_000 where await relay.liveWaiters[runID] == nil { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(await relay.liveWaiters[runID]?.count == 1)
+
+        // Another run's event leaves it waiting.
+        guard case .object(var other) = customEvent else { Issue.record("the fixture is not an object"); return }
+        other["resource"] = ["prefect.resource.id": "prefect.flow-run.00000000-0000-0000-0000-000000000001"]
+        await relay.received(.event(.object(other)))
+        #expect(await relay.liveWaiters[runID]?.count == 1)
+
+        await relay.received(.event(customEvent))
+        let live = await waiting.value
+        #expect(SystemClock.monotonic() < deadline - 30)  // woken by the event, not by its deadline
+        #expect(live.arrivals == 1)
+        #expect(live.events.map(\.name) == ["relay.approval.requested"])
+        #expect(await relay.liveWaiters.isEmpty)
+    }
+
+    @Test func withNothingComingItGoesOnAtItsDeadline() async throws {
+        let (relay, _) = try coordinator()
+        let live = await relay.liveEvents(runID: runID, after: 0, until: SystemClock.monotonic() + 0.02)
+        #expect(live.arrivals == 0 && live.events.isEmpty)
+        #expect(await relay.liveWaiters.isEmpty)
+    }
+
+    @Test func somethingAlreadyNewIsAnsweredAtOnce() async throws {
+        let (relay, _) = try coordinator()
+        await relay.received(.event(customEvent))
+        // Seen 0 and there is 1: no wait at all, even with a deadline an hour away.
+        let live = await relay.liveEvents(runID: runID, after: 0, until: SystemClock.monotonic() + 3_600)
+        #expect(live.arrivals == 1)
+        #expect(await relay.liveWaiters.isEmpty)
+    }
+}
