@@ -7,6 +7,7 @@
     flows.py run artifact                a markdown "approval-request" artifact, then a plain pause
     flows.py run event                   a custom event on the run with payload.body, then a plain pause
     flows.py run waiting                 a work.waiting event (title and markdown body) right before a plain pause
+    flows.py run late                    a plain pause, then a work.waiting event for it 2 s later (EVENT_LAG)
     flows.py serve                       serve the "suspend" deployment (suspend_flow_run needs one)
 
 `run` prints FLOW_RUN_ID=<id> as soon as the run exists and writes it to $FLOW_RUN_ID_FILE if set, then blocks
@@ -102,6 +103,26 @@ def waiting_pause():
     pause_flow_run(timeout=TIMEOUT)
 
 
+@flow(name="late-context-pause")
+def late_context_pause():
+    import threading
+
+    from prefect.events import emit_event
+    from prefect.runtime import flow_run
+
+    report()
+    run_id = str(flow_run.id)
+
+    def later() -> None:
+        # Another thread of the flow's process (or another process) telling what the pause waits for, after it began.
+        time.sleep(float(os.environ.get("EVENT_LAG", "2")))
+        emit_event(event="work.waiting", resource={"prefect.resource.id": f"prefect.flow-run.{run_id}"},
+                   payload={"title": "Ship billing-api 1.4.3?", "body": "* **change**: retries on timeouts"})
+
+    threading.Thread(target=later, daemon=True).start()
+    pause_flow_run(timeout=TIMEOUT)
+
+
 @flow(name="suspended-release")
 def suspended_release():
     value = suspend_flow_run(wait_for_input=str, timeout=None)
@@ -109,7 +130,7 @@ def suspended_release():
 
 
 FLOWS = {"input": nightly_deploy, "plain": plain_pause, "str": ask_for_text, "artifact": artifact_pause,
-         "event": event_pause, "waiting": waiting_pause}
+         "event": event_pause, "waiting": waiting_pause, "late": late_context_pause}
 
 
 def main() -> None:

@@ -43,8 +43,43 @@ extension Coordinator {
         return liveEvents(runID: runID)
     }
 
+    /// A custom event or artifact for the run was kept: announces waiting for one look again, and an announced
+    /// pause of the run whose props were built without it has them built again.
+    func cameLate(runID: String) {
+        wakeLiveWaiters(runID: runID)
+        for stateID in propsArrivals.keys where watcher.pauses[stateID]?.runID == runID {
+            refreshIfBehind(stateID: stateID)
+        }
+    }
+
+    /// Starts a refresh of the pause's props when its run has live events or artifacts they were not built with
+    /// (one refresh per pause at a time; `finished` looks again when it is done).
+    func refreshIfBehind(stateID: String) {
+        guard let used = propsArrivals[stateID] else { return }
+        guard let pause = watcher.pauses[stateID], pause.isWaiting else {
+            propsArrivals[stateID] = nil
+            return
+        }
+        let job = PauseJob(.refresh, pause)
+        guard recentEvents.arrivals(for: pause.runID) > used, !runningJobs.contains(job.key) else { return }
+        start(job)
+    }
+
+    /// A refresh's props: stored in place of the announced ones when they differ. True when they changed, false
+    /// when not; nil when the store refused (the job is tried again).
+    func refreshed(stateID: String, props: String, arrivals: Int) -> Bool? {
+        do {
+            let changed = try store.replaceProps(stateID: stateID, props: props)
+            if let used = propsArrivals[stateID] { propsArrivals[stateID] = max(used, arrivals) }
+            return changed
+        } catch {
+            Log.error("store.failed", ["action": "refresh_props", "error": "\(error)"])
+            return nil
+        }
+    }
+
     /// Something came for the run: every announce waiting on it looks again.
-    func wakeLiveWaiters(runID: String) {
+    private func wakeLiveWaiters(runID: String) {
         guard let waiters = liveWaiters.removeValue(forKey: runID) else { return }
         for waiter in waiters {
             waiter.timer.cancel()

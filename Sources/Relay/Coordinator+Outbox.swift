@@ -15,7 +15,9 @@ extension Coordinator {
     /// already claimed or the pause ended, nothing is queued and the answer is no pushes; likewise for `props` on
     /// a pause already announced). nil when the store refused, or holds no record of the announce's pause: nothing
     /// was queued and the caller's job is tried again.
-    func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String)? = nil,
+    /// `props.arrivals`: how many of the run's live events and artifacts the props were built with; one that comes
+    /// later refreshes them (`refreshIfBehind`).
+    func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String, arrivals: Int)? = nil,
                  forgetActivitiesOf runID: String? = nil, reminded: (stateID: String, at: Int64)? = nil) -> [OutboxItem]? {
         do {
             let items = try store.enqueue(batches, dueMs: nowMs()) {
@@ -33,7 +35,11 @@ extension Coordinator {
             }
             // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
-            if props != nil { metrics.announced += 1 }
+            if let props {
+                metrics.announced += 1
+                propsArrivals[props.stateID] = props.arrivals
+                refreshIfBehind(stateID: props.stateID)
+            }
             return items
         } catch is NothingOwed {
             return []

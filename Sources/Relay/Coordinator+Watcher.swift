@@ -26,14 +26,14 @@ extension Coordinator {
             guard let state = event.stateEvent else {
                 if let (runID, artifact) = RunArtifact.fromCollectionEvent(event) {
                     recentEvents.add(artifact, runID: runID)
-                    wakeLiveWaiters(runID: runID)
+                    cameLate(runID: runID)
                     return
                 }
                 // A custom event on a run: context an alert may want before Prefect has stored it.
                 if let runID = event.runID, let runEvent = RunEvent(prefect: json) {
                     Log.debug("events.custom", ["run": runID, "name": String(event.name.prefix(80))])
                     if recentEvents.add(runEvent, runID: runID) {
-                        wakeLiveWaiters(runID: runID)
+                        cameLate(runID: runID)
                         let flowID = event.related(role: "flow").map { String($0.id.dropFirst("prefect.flow.".count)) }
                         remember(habits.sawContextEvent(runID: runID, flowID: flowID))
                     }
@@ -128,6 +128,7 @@ extension Coordinator {
                     break
                 case .markEnded(let stateID, let at, let state):
                     if try !store.markEnded(stateID: stateID, state: state, at: at) { skipped.insert(stateID) }
+                    propsArrivals[stateID] = nil
                     drop(PauseJob.Kind.announce(nil), stateID: stateID)
                 case .prune(let before):
                     let pruned = try store.prunePauses(endedBefore: before)
@@ -212,6 +213,8 @@ extension Coordinator {
         if done {
             jobs[job.key] = nil
             jobRetries.succeeded(job.key)
+            // Another event may have come while it read: it is refreshed again.
+            if job.kind == .refresh { refreshIfBehind(stateID: job.pause.stateID) }
         } else {
             let delay = jobRetries.failed(job.key, now: now(), random: Double.random(in: 0..<1))
             Log.warn("pause.retry", ["job": job.key, "run": job.pause.runID, "in_ms": String(Int(delay * 1000))])

@@ -17,6 +17,9 @@ actor Coordinator {
     /// Announces waiting for a late custom event, by run (`Coordinator+LiveEvents.swift`).
     var liveWaiters: [String: [LiveWaiter]] = [:]
     var lastLiveWaiter = 0
+    /// Announced pauses still waiting, with how many of their run's live events and artifacts their stored props
+    /// were built with: one that comes later refreshes them (`refreshIfBehind`). Not kept across restarts.
+    var propsArrivals: [String: Int] = [:]
     var habits: FlowHabits
     /// Set once at start-up, before any event arrives (it needs the relay itself).
     var notifier: Notifier?

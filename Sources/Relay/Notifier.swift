@@ -23,6 +23,7 @@ struct Notifier: Sendable {
         case .remind(let minutes):
             await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt, followed: followed)
         case .end: await end(job.pause, receivedAt: receivedAt, followed: followed)
+        case .refresh: await refresh(job.pause, followed: followed)
         }
     }
 
@@ -38,9 +39,10 @@ struct Notifier: Sendable {
         // The registry is read while Prefect is (it doesn't depend on the context), off the path to the first push.
         async let registered = relay.devices()
         let props: WaitingProps
+        let arrivals: Int
         switch await buildProps(pause, flowID: flowID, flowName: flowName, pausedAt: pausedAt, followed: followed,
                                 announcing: true, receivedAt: receivedAt) {
-        case .built(let built): props = built
+        case .built(let built, let seen): (props, arrivals) = (built, seen)
         case .over: return true
         case .unavailable: return false
         }
@@ -58,7 +60,9 @@ struct Notifier: Sendable {
             }
             return batches
         }
-        guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded())) else { return false }
+        guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded(), arrivals)) else {
+            return false
+        }
         guard apns != nil else {
             Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
             return true
@@ -106,9 +110,29 @@ struct Notifier: Sendable {
 
     // MARK: - Props
 
+    /// A late custom event or artifact for an announced pause: its props are built again and stored in place of the
+    /// announced ones when the text changed (`PauseJob.Kind.refresh`). Nothing is pushed: the phone already has
+    /// its alert; the reminder and the Live Activity's end are made from the stored props.
+    private func refresh(_ pause: PauseRecord, followed: Bool) async -> Bool {
+        guard let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
+              let stored = WaitingProps(json: json) else {
+            return true  // ended and pruned, or never announced: nothing to refresh
+        }
+        guard case .built(let props, let arrivals) = await buildProps(pause, flowID: nil, flowName: stored.flowName,
+                                                                      followed: followed) else { return false }
+        guard let changed = await relay.refreshed(stateID: pause.stateID, props: props.encoded(), arrivals: arrivals)
+        else { return false }
+        if changed {
+            Log.info("pause.refreshed", ["run": pause.runID, "state": pause.stateID,
+                                         "title": String(props.title.prefix(60))])
+        }
+        return true
+    }
+
     /// What reading a pause's context came to.
     private enum PropsResult {
-        case built(WaitingProps)
+        /// `arrivals`: how many of the run's live events and artifacts it was built with (`RecentRunEvents.arrivals`).
+        case built(WaitingProps, arrivals: Int)
         /// Announcing history: the run has already moved past the pause.
         case over
         /// Prefect could not be read (or gave nothing usable): try again later.
@@ -167,7 +191,7 @@ struct Notifier: Sendable {
                                        uiRoot: uiRoot) else { return .unavailable }
         Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
                                 "context": text.contextSource.rawValue])
-        return .built(props)
+        return .built(props, arrivals: live.arrivals)
     }
 
     /// How long after its Paused event an announce with no context may wait for a late custom event. The flow's
@@ -199,7 +223,7 @@ struct Notifier: Sendable {
            let props = WaitingProps(json: json) {
             return props
         }
-        if case .built(let props) = await buildProps(pause, flowID: nil, followed: followed) { return props }
+        if case .built(let props, _) = await buildProps(pause, flowID: nil, followed: followed) { return props }
         return nil
     }
 

@@ -126,6 +126,15 @@ extension Store {
         return announced.first == true ? .alreadyAnnounced : .unrecorded
     }
 
+    /// Stores `props` in place of an announced pause's props while it waits. False when nothing changed: the
+    /// props are the same, the pause ended or was never announced.
+    func replaceProps(stateID: String, props: String) throws -> Bool {
+        try write("""
+            UPDATE pauses SET props = ?2
+            WHERE state_id = ?1 AND props IS NOT NULL AND props != ?2 AND ended_at IS NULL
+            """, [.text(stateID), .text(props)]) > 0
+    }
+
     func props(stateID: String) throws -> String? {
         try read("SELECT props FROM pauses WHERE state_id = ?1", [.text(stateID)]) { $0.optionalString(0) }.first ?? nil
     }

@@ -7,6 +7,10 @@ public struct PauseJob: Sendable, Equatable {
         case announce(Watcher.Origin?)
         case remind(minutesLeft: Int)
         case end
+        /// A custom event or artifact came for the run after its announce was built: the props are built again
+        /// and, when the text changed, stored in place of the announced ones (the reminder and the Live
+        /// Activity's end are made from them). Nothing is pushed for it.
+        case refresh
     }
 
     public var kind: Kind
@@ -23,6 +27,7 @@ public struct PauseJob: Sendable, Equatable {
         case .announce: "announce:" + pause.stateID
         case .remind: "remind:" + pause.stateID
         case .end: "end:" + pause.stateID
+        case .refresh: "refresh:" + pause.stateID
         }
     }
 
@@ -32,7 +37,7 @@ public struct PauseJob: Sendable, Equatable {
     /// Whether the job still matters, given the watcher's current record of the pause (nil: forgotten).
     public func isWorthRetrying(current: PauseRecord?, now: Double) -> Bool {
         switch kind {
-        case .announce, .remind:
+        case .announce, .remind, .refresh:
             return current?.isWaiting == true
         case .end:
             return Double((current?.endedAt ?? pause.endedAt ?? 0) + Self.endRetryWindow) > now

@@ -156,6 +156,26 @@ extension SharedPrefect {
             #expect(e2e.relay?.process.log.contains("flow.habit") == true)
         }
 
+        /// A `work.waiting` event that comes 2 s after the pause was announced: nothing more is pushed, but the stored
+        /// props take its text, so the Live Activity's end carries it.
+        @Test func aLateEventRefreshesWhatTheEndCarries() async throws {
+            let e2e = try await EndToEnd()
+            let relay = try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("late")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            let alert = e2e.pushes(to: EndToEnd.deviceToken, run: run)[0]
+            #expect(alert.payload["aps"]?["alert"]?["title"] != "Ship billing-api 1.4.3?")  // announced before it came
+            try e2e.registerActivity(runID: run)
+            try waitUntil("the refresh", timeout: 30) { relay.process.log.contains("pause.refreshed run=\(run)") }
+            try e2e.resume(run)
+            try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            let end = try #require(e2e.pushes(to: EndToEnd.activityToken, run: run).first)
+            #expect(activityProps(end.payload)?["title"] == "Ship billing-api 1.4.3?")
+            #expect(activityProps(end.payload)?["body"]?.string?.contains("retries on timeouts") == true)
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // the refresh pushed nothing
+        }
+
         @Test func refusedSocketCredentialIsPlainInTheLog() async throws {
             let api = try await PrefectServer.shared.apiURL()
             let relay = try RelayProcess(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": "admin:wrong"])

@@ -38,6 +38,22 @@ import Testing
         #expect(try !store.markReminded(stateID: "ghost", at: 1700))
     }
 
+    /// A late event's props replace the announced ones while the pause waits; never before the announce stored
+    /// its own, never once it ended.
+    @Test func propsAreReplacedOnlyWhileAnAnnouncedPauseWaits() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        try store.insertPause(pause("s1", announced: 1001))
+        #expect(try !store.replaceProps(stateID: "s1", props: "late"))  // not announced yet
+        #expect(try store.setProps(stateID: "s1", props: "announced") == .written)
+        #expect(try !store.replaceProps(stateID: "s1", props: "announced"))  // the same text: nothing changes
+        #expect(try store.replaceProps(stateID: "s1", props: "late"))
+        #expect(try store.props(stateID: "s1") == "late")
+        try store.markEnded(stateID: "s1", state: "Running", at: 2000)
+        #expect(try !store.replaceProps(stateID: "s1", props: "later"))
+        #expect(try store.props(stateID: "s1") == "late")
+    }
+
     @Test func endsOnce() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
