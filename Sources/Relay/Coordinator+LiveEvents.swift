@@ -65,19 +65,6 @@ extension Coordinator {
         start(job)
     }
 
-    /// A refresh's props: stored in place of the announced ones when they differ. True when they changed, false
-    /// when not; nil when the store refused (the job is tried again).
-    func refreshed(stateID: String, props: String, arrivals: Int) -> Bool? {
-        do {
-            let changed = try store.replaceProps(stateID: stateID, props: props)
-            if let used = propsArrivals[stateID] { propsArrivals[stateID] = max(used, arrivals) }
-            return changed
-        } catch {
-            Log.error("store.failed", ["action": "refresh_props", "error": "\(error)"])
-            return nil
-        }
-    }
-
     /// Something came for the run: every announce waiting on it looks again.
     private func wakeLiveWaiters(runID: String) {
         guard let waiters = liveWaiters.removeValue(forKey: runID) else { return }

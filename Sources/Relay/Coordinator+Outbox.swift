@@ -16,11 +16,22 @@ extension Coordinator {
     /// a pause already announced). nil when the store refused, or holds no record of the announce's pause: nothing
     /// was queued and the caller's job is tried again.
     /// `props.arrivals`: how many of the run's live events and artifacts the props were built with; one that comes
-    /// later refreshes them (`refreshIfBehind`).
+    /// later refreshes them (`refreshIfBehind`). `refreshed`: a refresh's props, stored in place of the announced
+    /// ones with its Live Activity updates; when they are the same (or the pause ended), nothing is queued.
     func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String, arrivals: Int)? = nil,
+                 refreshed: (stateID: String, json: String, arrivals: Int)? = nil,
                  forgetActivitiesOf runID: String? = nil, reminded: (stateID: String, at: Int64)? = nil) -> [OutboxItem]? {
+        // A refresh that finds nothing new still counts what it was built with.
+        defer {
+            if let refreshed, let used = propsArrivals[refreshed.stateID] {
+                propsArrivals[refreshed.stateID] = max(used, refreshed.arrivals)
+            }
+        }
         do {
             let items = try store.enqueue(batches, dueMs: nowMs()) {
+                if let refreshed, try !store.replaceProps(stateID: refreshed.stateID, props: refreshed.json) {
+                    throw NothingOwed()
+                }
                 if let props {
                     switch try store.setProps(stateID: props.stateID, props: props.json) {
                     case .written: break
@@ -35,6 +46,10 @@ extension Coordinator {
             }
             // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
+            if let refreshed {
+                Log.info("pause.refreshed", ["run": watcher.pauses[refreshed.stateID]?.runID ?? "",
+                                             "state": refreshed.stateID, "updates": String(items.count)])
+            }
             if let props {
                 metrics.announced += 1
                 propsArrivals[props.stateID] = props.arrivals

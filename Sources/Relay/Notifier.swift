@@ -23,7 +23,7 @@ struct Notifier: Sendable {
         case .remind(let minutes):
             await remind(job.pause, minutesLeft: minutes, receivedAt: receivedAt, followed: followed)
         case .end: await end(job.pause, receivedAt: receivedAt, followed: followed)
-        case .refresh: await refresh(job.pause, followed: followed)
+        case .refresh: await refresh(job.pause, receivedAt: receivedAt, followed: followed)
         }
     }
 
@@ -110,22 +110,28 @@ struct Notifier: Sendable {
 
     // MARK: - Props
 
-    /// A late custom event or artifact for an announced pause: its props are built again and stored in place of the
-    /// announced ones when the text changed (`PauseJob.Kind.refresh`). Nothing is pushed: the phone already has
-    /// its alert; the reminder and the Live Activity's end are made from the stored props.
-    private func refresh(_ pause: PauseRecord, followed: Bool) async -> Bool {
+    /// A late custom event or artifact for an announced pause: its props are built again and, when the text changed,
+    /// stored in place of the announced ones (the reminder and the Live Activity's end are made from them) in the
+    /// transaction that queues a silent update of the run's Live Activities (`PauseJob.Kind.refresh`). No alert:
+    /// the phone already has one.
+    private func refresh(_ pause: PauseRecord, receivedAt: Double, followed: Bool) async -> Bool {
         guard let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
               let stored = WaitingProps(json: json) else {
             return true  // ended and pruned, or never announced: nothing to refresh
         }
         guard case .built(let props, let arrivals) = await buildProps(pause, flowID: nil, flowName: stored.flowName,
-                                                                      followed: followed) else { return false }
-        guard let changed = await relay.refreshed(stateID: pause.stateID, props: props.encoded(), arrivals: arrivals)
-        else { return false }
-        if changed {
-            Log.info("pause.refreshed", ["run": pause.runID, "state": pause.stateID,
-                                         "title": String(props.title.prefix(60))])
+                                                                      followed: followed),
+              let activities = await relay.activities(runID: pause.runID) else { return false }
+        let stamp = Int64(now())
+        let batches: [OutboxBatch] = apns == nil ? [] : activities.map { device, token in
+            let update = Payloads.liveActivityUpdate(props.forDevice(serverId: device.serverID), now: stamp)
+            let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
+            return OutboxBatch(message: message(update, .update, pause, expiry: expiry), recipients: [(device, token)])
         }
+        guard let items = await relay.enqueue(batches, refreshed: (pause.stateID, props.encoded(), arrivals)) else {
+            return false
+        }
+        await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "refresh")
         return true
     }
 

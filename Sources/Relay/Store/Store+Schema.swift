@@ -89,5 +89,27 @@ extension Store {
         """
         DROP INDEX outbox_by_message;
         """,
+        // v6: a Live Activity update is a purpose of its own. A CHECK can't be altered, so the table is built anew
+        // and its rows copied (foreign keys are off while migrating: dropping the old table must not cascade into
+        // `outbox`, whose rows then refer to the new table by its name; `migrate` checks them after).
+        """
+        CREATE TABLE outbox_messages_v6 (
+            id INTEGER PRIMARY KEY,
+            state_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            purpose TEXT NOT NULL CHECK (purpose IN ('alert', 'start', 'reminder', 'end', 'update')),
+            push_type TEXT NOT NULL CHECK (push_type IN ('alert', 'liveactivity')),
+            topic TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            collapse_id TEXT,
+            expires_at INTEGER NOT NULL,
+            payload TEXT NOT NULL
+        ) STRICT;
+        INSERT INTO outbox_messages_v6 SELECT id, state_id, run_id, purpose, push_type, topic, priority, collapse_id,
+            expires_at, payload FROM outbox_messages;
+        DROP TABLE outbox_messages;
+        ALTER TABLE outbox_messages_v6 RENAME TO outbox_messages;
+        CREATE INDEX outbox_messages_by_state ON outbox_messages (state_id);
+        """,
     ]
 }

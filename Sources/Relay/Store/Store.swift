@@ -26,6 +26,7 @@ final class Store {
             let db = try Database(path: path)
             try Store.configure(db, path: path)
             try Store.migrate(db, path: path)
+            try Store.enforceForeignKeys(db)
             try Store.verify(db)
             self.database = db
             self.checkpointer = try WALCheckpointer(path: path)
@@ -72,11 +73,6 @@ final class Store {
             // WAL needs shared memory beside the file; some network file systems lack it. Still correct, slower.
             Log.warn("store.journal_mode", ["path": path, "mode": mode ?? "unknown", "wanted": "wal"])
         }
-        // Cascading deletes of activities depend on this; it is off by default in every connection.
-        try db.execute("PRAGMA foreign_keys = ON")
-        guard try db.scalarInt("PRAGMA foreign_keys") == 1 else {
-            throw SQLiteError(code: SQLITE_MISUSE, message: "this SQLite build does not enforce foreign keys")
-        }
         // In WAL mode NORMAL never corrupts; an OS crash or power cut may lose the last commits (a process crash
         // does not), which at worst means one pause is announced again after the machine comes back.
         try db.execute("PRAGMA synchronous = NORMAL")
@@ -86,9 +82,21 @@ final class Store {
         try db.execute("PRAGMA journal_size_limit = \(4 << 20)")
     }
 
+    /// Cascading deletes (a device's activities and outbox rows, a message's rows) depend on this; it is off by
+    /// default in every connection, and stays off until the schema is migrated (a table rebuilt must not cascade).
+    private static func enforceForeignKeys(_ db: Database) throws {
+        try db.execute("PRAGMA foreign_keys = ON")
+        guard try db.scalarInt("PRAGMA foreign_keys") == 1 else {
+            throw SQLiteError(code: SQLITE_MISUSE, message: "this SQLite build does not enforce foreign keys")
+        }
+    }
+
     /// Brings the schema from `PRAGMA user_version` up to `migrations.count`, all in one write transaction so
     /// two relays started on the same file cannot both migrate it. Refuses files it does not understand.
+    /// Foreign keys are off meanwhile (a migration may rebuild a table others refer to); every reference is checked
+    /// before the commit.
     private static func migrate(_ db: Database, path: String) throws {
+        try db.execute("PRAGMA foreign_keys = OFF")
         try db.transaction {
             let version = Int(try db.scalarInt("PRAGMA user_version") ?? 0)
             let latest = migrations.count
@@ -111,6 +119,11 @@ final class Store {
             guard version < latest else { return }
             for step in version..<latest {
                 try db.execute(migrations[step])
+            }
+            if let table = try db.scalarString("PRAGMA foreign_key_check") {
+                throw StoreError(kind: .other, path: path,
+                                 problem: "has rows in \(table) that refer to rows that are gone",
+                                 fix: "restore the file from a backup, or set DB_PATH to a new file")
             }
             // user_version lives in the file header and is transactional: it commits with the schema or not at all.
             try db.execute("PRAGMA user_version = \(latest)")

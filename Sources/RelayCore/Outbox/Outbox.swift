@@ -12,6 +12,9 @@ public enum PushPurpose: String, Sendable, Equatable, CaseIterable {
     case reminder
     /// The Live Activity end, to the activity's update token.
     case end
+    /// The Live Activity's new content when a late context event changed the pause's text, to the activity's
+    /// update token; silent.
+    case update
 }
 
 /// One body for many tokens: what a fan-out writes once, whatever the number of devices.

@@ -9,7 +9,7 @@ public struct PauseJob: Sendable, Equatable {
         case end
         /// A custom event or artifact came for the run after its announce was built: the props are built again
         /// and, when the text changed, stored in place of the announced ones (the reminder and the Live
-        /// Activity's end are made from them). Nothing is pushed for it.
+        /// Activity's end are made from them) and the run's Live Activities updated, silently.
         case refresh
     }
 

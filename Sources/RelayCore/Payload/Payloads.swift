@@ -1,4 +1,4 @@
-/// The four pushes about a waiting run, built from one `WaitingProps` (DESIGN.md §5, `docs/payloads.md`).
+/// The five pushes about a waiting run, built from one `WaitingProps` (DESIGN.md §5, `docs/payloads.md`).
 ///
 /// Every payload fits in `PushMessage.maxBytes`: when it would not, the free-text fields (body, run and flow
 /// names, title, end state) are cut on grapheme boundaries and end in "…". Ids, the server id and the url are never
@@ -88,6 +88,16 @@ public enum Payloads {
                     "dismissal-date": .int(now + dismissalDelay),
                 ],
             ]
+        }
+    }
+
+    /// The activity's new content, to its own push token, when the pause's text changed after the start (a late
+    /// context event): no alert and low priority, so it is silent and spends none of the app's update budget.
+    public static func liveActivityUpdate(_ props: WaitingProps, now: Int64) -> PushMessage {
+        var metadata = activityMetadata
+        metadata.priority = 5
+        return fitted(props, metadata: metadata) { props in
+            ["aps": ["event": "update", "timestamp": .int(now), "content-state": contentState(props)]]
         }
     }
 

@@ -28,7 +28,8 @@ import Testing
         [("alert", Payloads.alert(props, stateID: "state")),
          ("reminder", Payloads.reminder(props, stateID: "state", minutesLeft: 4)),
          ("start", Payloads.liveActivityStart(props, stateID: "state-9", now: 1_795_990_100)),
-         ("end", Payloads.liveActivityEnd(props, endedState: ended, now: 1_795_990_200))]
+         ("end", Payloads.liveActivityEnd(props, endedState: ended, now: 1_795_990_200)),
+         ("update", Payloads.liveActivityUpdate(props, now: 1_795_990_150))]
     }
 
     /// The invariant: at most 4096 bytes, valid JSON equal to the value, data and ids intact, every grapheme of a

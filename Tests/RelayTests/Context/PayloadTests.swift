@@ -30,6 +30,7 @@ import Testing
             ("reminder-one-field", Payloads.reminder(props, stateID: stateID, minutesLeft: 4)),
             ("live-activity-start-one-field", Payloads.liveActivityStart(props, stateID: "state-9", now: Self.now)),
             ("live-activity-end-one-field", Payloads.liveActivityEnd(props, endedState: "Running", now: Self.now + 100)),
+            ("live-activity-update-one-field", Payloads.liveActivityUpdate(props, now: Self.now + 50)),
         ]
         for (name, push) in pushes {
             let sent = try JSONParser.parse(push.json)
@@ -69,6 +70,11 @@ import Testing
         }
         #expect(start.metadata.collapseID == "state-9")  // a resent start folds into one, as the alert does
         #expect(end.metadata.collapseID == nil)
+        // A refresh's update is silent: low priority (no update budget spent), no alert.
+        let update = Payloads.liveActivityUpdate(props, now: 1)
+        #expect(update.metadata.pushType == .liveactivity && update.metadata.priority == 5)
+        #expect(update.metadata.topic("io.zzstoatzz.prefect") == "io.zzstoatzz.prefect.push-type.liveactivity")
+        #expect(update.payload["aps"]?["alert"] == nil && update.metadata.collapseID == nil)
     }
 
     @Test func propsRoundTripAndURL() {

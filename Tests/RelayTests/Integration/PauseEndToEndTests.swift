@@ -156,8 +156,8 @@ extension SharedPrefect {
             #expect(e2e.relay?.process.log.contains("flow.habit") == true)
         }
 
-        /// A `work.waiting` event that comes 2 s after the pause was announced: nothing more is pushed, but the stored
-        /// props take its text, so the Live Activity's end carries it.
+        /// A `work.waiting` event that comes 2 s after the pause was announced: no second alert, but the stored props
+        /// take its text, the Live Activity is updated silently with it, and its end carries it.
         @Test func aLateEventRefreshesWhatTheEndCarries() async throws {
             let e2e = try await EndToEnd()
             let relay = try e2e.startRelay()
@@ -167,10 +167,16 @@ extension SharedPrefect {
             let alert = e2e.pushes(to: EndToEnd.deviceToken, run: run)[0]
             #expect(alert.payload["aps"]?["alert"]?["title"] != "Ship billing-api 1.4.3?")  // announced before it came
             try e2e.registerActivity(runID: run)
-            try waitUntil("the refresh", timeout: 30) { relay.process.log.contains("pause.refreshed run=\(run)") }
+            try waitUntil("the update", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            let update = e2e.pushes(to: EndToEnd.activityToken, run: run)[0]
+            #expect(update.payload["aps"]?["event"] == "update" && update.payload["aps"]?["alert"] == nil)
+            #expect(update.headers["apns-priority"] == "5")
+            #expect(activityProps(update.payload)?["title"] == "Ship billing-api 1.4.3?")
+            #expect(relay.process.log.contains("pause.refreshed run=\(run)"))
             try e2e.resume(run)
-            try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
-            let end = try #require(e2e.pushes(to: EndToEnd.activityToken, run: run).first)
+            try waitUntil("the end push", timeout: 30) { e2e.pushes(to: EndToEnd.activityToken, run: run).count == 2 }
+            let end = e2e.pushes(to: EndToEnd.activityToken, run: run)[1]
+            #expect(end.payload["aps"]?["event"] == "end")
             #expect(activityProps(end.payload)?["title"] == "Ship billing-api 1.4.3?")
             #expect(activityProps(end.payload)?["body"]?.string?.contains("retries on timeouts") == true)
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // the refresh pushed nothing
