@@ -22,7 +22,14 @@ extension Coordinator {
         }
     }
 
-    func props(stateID: String) -> String? { try? store.props(stateID: stateID) }
+    /// The props a pause was announced with, as stored (`nil` inside: none stored); nil when the store could not be
+    /// read (the caller tries again later).
+    func props(stateID: String) -> String?? {
+        do { return .some(try store.props(stateID: stateID)) } catch {
+            Log.error("store.failed", ["action": "props", "error": "\(error)"])
+            return nil
+        }
+    }
 
     /// What an announce's reads came to, in one hop: its run read doubles as the watcher's source for the pause's
     /// timeout, and the answer is the run's custom events seen live so far and whether a pause of its flow may wait

@@ -115,8 +115,8 @@ struct Notifier: Sendable {
     /// transaction that queues a silent update of the run's Live Activities (`PauseJob.Kind.refresh`). No alert:
     /// the phone already has one.
     private func refresh(_ pause: PauseRecord, receivedAt: Double, followed: Bool) async -> Bool {
-        guard let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
-              let stored = WaitingProps(json: json) else {
+        guard let read = await relay.props(stateID: pause.stateID) else { return false }  // tried again
+        guard let text = read, let json = try? JSONParser.parse(text), let stored = WaitingProps(json: json) else {
             return true  // ended and pruned, or never announced: nothing to refresh
         }
         guard case .built(let props, let arrivals) = await buildProps(pause, flowID: nil, flowName: stored.flowName,
@@ -224,9 +224,11 @@ struct Notifier: Sendable {
         return AlertText(context: context, readers: .live)
     }
 
+    /// The props the pause was announced with, or (none stored: announced before they were kept, or unreadable)
+    /// built again; nil when neither the store nor Prefect could be read.
     private func storedProps(_ pause: PauseRecord, followed: Bool) async -> WaitingProps? {
-        if let text = await relay.props(stateID: pause.stateID), let json = try? JSONParser.parse(text),
-           let props = WaitingProps(json: json) {
+        guard let read = await relay.props(stateID: pause.stateID) else { return nil }
+        if let text = read, let json = try? JSONParser.parse(text), let props = WaitingProps(json: json) {
             return props
         }
         if case .built(let props, _) = await buildProps(pause, flowID: nil, followed: followed) { return props }
