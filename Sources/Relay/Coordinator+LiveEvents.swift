@@ -48,13 +48,11 @@ extension Coordinator {
     /// pause of the run whose props were built without it has them built again.
     func cameLate(runID: String) {
         wakeLiveWaiters(runID: runID)
-        for stateID in propsArrivals.keys where watcher.pauses[stateID]?.runID == runID {
-            refreshIfBehind(stateID: stateID)
-        }
+        for pause in watcher.waiting(ofRun: runID) { refreshIfBehind(stateID: pause.stateID) }
     }
 
     /// Starts a refresh of the pause's props when its run has live events or artifacts they were not built with
-    /// (one refresh per pause at a time; `finished` looks again when it is done).
+    /// (one refresh per pause at a time; `finished` looks again when its announce or refresh is done).
     func refreshIfBehind(stateID: String) {
         guard let used = propsArrivals[stateID] else { return }
         guard let pause = watcher.pauses[stateID], pause.isWaiting else {

@@ -15,24 +15,16 @@ extension Coordinator {
     /// already claimed or the pause ended, nothing is queued and the answer is no pushes; likewise for `props` on
     /// a pause already announced). nil when the store refused, or holds no record of the announce's pause: nothing
     /// was queued and the caller's job is tried again.
-    /// `props.arrivals`: how many of the run's live events and artifacts the props were built with; one that comes
-    /// later refreshes them (`refreshIfBehind`). `refreshed`: a refresh's props, stored in place of the announced
-    /// ones with its Live Activity updates; when they are the same (or the pause ended), nothing is queued.
-    func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String, arrivals: Int)? = nil,
-                 refreshed: (stateID: String, json: String, arrivals: Int)? = nil,
+    /// `props.replacing`: a refresh's props, stored in place of the announced ones with its Live Activity updates;
+    /// when they are the same (or the pause ended), nothing is queued. `props.arrivals`: how many of the run's live
+    /// events and artifacts the props were built with; one that comes later refreshes them (`refreshIfBehind`).
+    func enqueue(_ batches: [OutboxBatch], props: (stateID: String, json: String, arrivals: Int, replacing: Bool)? = nil,
                  forgetActivitiesOf runID: String? = nil, reminded: (stateID: String, at: Int64)? = nil) -> [OutboxItem]? {
-        // A refresh that finds nothing new still counts what it was built with.
-        defer {
-            if let refreshed, let used = propsArrivals[refreshed.stateID] {
-                propsArrivals[refreshed.stateID] = max(used, refreshed.arrivals)
-            }
-        }
         do {
             let items = try store.enqueue(batches, dueMs: nowMs()) {
-                if let refreshed, try !store.replaceProps(stateID: refreshed.stateID, props: refreshed.json) {
-                    throw NothingOwed()
-                }
-                if let props {
+                if let props, props.replacing {
+                    if try !store.replaceProps(stateID: props.stateID, props: props.json) { throw NothingOwed() }
+                } else if let props {
                     switch try store.setProps(stateID: props.stateID, props: props.json) {
                     case .written: break
                     case .alreadyAnnounced: throw NothingOwed()
@@ -46,17 +38,19 @@ extension Coordinator {
             }
             // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
-            if let refreshed {
-                Log.info("pause.refreshed", ["run": watcher.pauses[refreshed.stateID]?.runID ?? "",
-                                             "state": refreshed.stateID, "updates": String(items.count)])
-            }
             if let props {
-                metrics.announced += 1
-                propsArrivals[props.stateID] = props.arrivals
-                refreshIfBehind(stateID: props.stateID)
+                builtWith(props.arrivals, stateID: props.stateID, replacing: props.replacing)
+                if props.replacing {
+                    Log.info("pause.refreshed", ["run": watcher.pauses[props.stateID]?.runID ?? "",
+                                                 "state": props.stateID, "updates": String(items.count)])
+                } else {
+                    metrics.announced += 1
+                }
             }
             return items
         } catch is NothingOwed {
+            // A refresh that found nothing new still counts what it was built with (or it would be started again).
+            if let props { builtWith(props.arrivals, stateID: props.stateID, replacing: props.replacing) }
             return []
         } catch is PauseUnrecorded {
             // The announce started before its pause's record was written, and that write failed: the watcher
@@ -66,6 +60,16 @@ extension Coordinator {
         } catch {
             Log.error("store.failed", ["action": "enqueue", "error": "\(error)"])
             return nil
+        }
+    }
+
+    /// Records how many of the run's live events the pause's stored props were built with: set by its announce, only
+    /// raised by a refresh (and never for a pause that has ended meanwhile, which has no entry left).
+    private func builtWith(_ arrivals: Int, stateID: String, replacing: Bool) {
+        if !replacing {
+            propsArrivals[stateID] = arrivals
+        } else if let used = propsArrivals[stateID] {
+            propsArrivals[stateID] = max(used, arrivals)
         }
     }
 

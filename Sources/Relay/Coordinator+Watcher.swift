@@ -213,8 +213,8 @@ extension Coordinator {
         if done {
             jobs[job.key] = nil
             jobRetries.succeeded(job.key)
-            // Another event may have come while it read: it is refreshed again.
-            if job.kind == .refresh { refreshIfBehind(stateID: job.pause.stateID) }
+            // An event may have come while it read (an announce or a refresh): the props are built again.
+            refreshIfBehind(stateID: job.pause.stateID)
         } else {
             let delay = jobRetries.failed(job.key, now: now(), random: Double.random(in: 0..<1))
             Log.warn("pause.retry", ["job": job.key, "run": job.pause.runID, "in_ms": String(Int(delay * 1000))])

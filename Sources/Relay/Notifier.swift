@@ -60,7 +60,7 @@ struct Notifier: Sendable {
             }
             return batches
         }
-        guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded(), arrivals)) else {
+        guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded(), arrivals, false)) else {
             return false
         }
         guard apns != nil else {
@@ -99,9 +99,8 @@ struct Notifier: Sendable {
         guard let props = await storedProps(pause, followed: followed) else { return false }
         let stamp = Int64(now())
         let ended = pause.endedState ?? "Deleted"  // nil: the run is gone from the server
-        let batches = activities.map { device, token in
-            let end = Payloads.liveActivityEnd(props.forDevice(serverId: device.serverID), endedState: ended, now: stamp)
-            return OutboxBatch(message: message(end, .end, pause, expiry: stamp + 3600), recipients: [(device, token)])
+        let batches = perActivity(activities, props, .end, pause, expiry: stamp + 3600) { deviceProps in
+            Payloads.liveActivityEnd(deviceProps, endedState: ended, now: stamp)
         }
         guard let items = await relay.enqueue(batches, forgetActivitiesOf: pause.runID) else { return false }
         await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "end")
@@ -123,12 +122,11 @@ struct Notifier: Sendable {
                                                                       followed: followed),
               let activities = await relay.activities(runID: pause.runID) else { return false }
         let stamp = Int64(now())
-        let batches: [OutboxBatch] = apns == nil ? [] : activities.map { device, token in
-            let update = Payloads.liveActivityUpdate(props.forDevice(serverId: device.serverID), now: stamp)
-            let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
-            return OutboxBatch(message: message(update, .update, pause, expiry: expiry), recipients: [(device, token)])
+        let expiry = props.timeoutAt ?? stamp + Notifier.defaultExpiry
+        let batches = apns == nil ? [] : perActivity(activities, props, .update, pause, expiry: expiry) { deviceProps in
+            Payloads.liveActivityUpdate(deviceProps, now: stamp)
         }
-        guard let items = await relay.enqueue(batches, refreshed: (pause.stateID, props.encoded(), arrivals)) else {
+        guard let items = await relay.enqueue(batches, props: (pause.stateID, props.encoded(), arrivals, true)) else {
             return false
         }
         await send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "refresh")
@@ -242,6 +240,16 @@ struct Notifier: Sendable {
                            _ make: (WaitingProps, [Device]) -> [OutboxBatch]) -> [OutboxBatch] {
         Dictionary(grouping: devices, by: \.serverID).sorted { $0.key < $1.key }.flatMap { serverID, group in
             make(props.forDevice(serverId: serverID), group)
+        }
+    }
+
+    /// One batch per Live Activity token of the run (`activities`), built from the props for its device's server id.
+    private func perActivity(_ activities: [(Device, String)], _ props: WaitingProps, _ purpose: PushPurpose,
+                             _ pause: PauseRecord, expiry: Int64,
+                             _ make: (WaitingProps) -> PushMessage) -> [OutboxBatch] {
+        activities.map { device, token in
+            OutboxBatch(message: message(make(props.forDevice(serverId: device.serverID)), purpose, pause, expiry: expiry),
+                        recipients: [(device, token)])
         }
     }
 

@@ -108,7 +108,7 @@ public struct Watcher: Sendable {
     public var waiting: [PauseRecord] { Self.inOrder(waitingIDs.compactMap { pauses[$0] }) }
 
     /// The run's pauses still waiting, oldest first.
-    private func waiting(ofRun runID: String) -> [PauseRecord] {
+    public func waiting(ofRun runID: String) -> [PauseRecord] {
         Self.inOrder(pauses(ofRun: runID).filter(\.isWaiting))
     }
 
