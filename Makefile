@@ -97,14 +97,16 @@ debug: deps-apt
 # Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
 # Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate) and the
 # release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL), each
-# fuzz harness has run a few seconds and the quick fault-injection scenarios have passed.
+# fuzz harness has run a few seconds and the quick fault-injection scenarios have passed. The test run is bounded
+# (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
+TEST_BOUND_SECONDS ?= 1800
 test: deps k8s-validate release-inputs
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory chaos-quick
-	PREFECT_BIN=$(CURDIR)/$(PREFECT) $(SWIFT) test --skip-build
+	PREFECT_BIN=$(CURDIR)/$(PREFECT) SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
 
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
 # (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
