@@ -18,7 +18,8 @@ actor Coordinator {
     var liveWaiters: [String: [LiveWaiter]] = [:]
     var lastLiveWaiter = 0
     /// Announced pauses still waiting, with how many of their run's live events and artifacts their stored props
-    /// were built with: one that comes later refreshes them (`refreshIfBehind`). Not kept across restarts.
+    /// were built with: one that comes later refreshes them (`refreshIfBehind`). The counts are this process's own:
+    /// a start sets every announced waiting pause to 0.
     var propsArrivals: [String: Int] = [:]
     var habits: FlowHabits
     /// Set once at start-up, before any event arrives (it needs the relay itself).
@@ -46,14 +47,22 @@ actor Coordinator {
         // Pauses whose announce never reached the outbox before the last stop, ended pauses whose Live Activities
         // were never ended, and pushes still stored: all resume.
         let started = now()
-        let unfinished = try store.unannouncedPauses().map { ($0, PauseJob.Kind.announce(nil)) }
-            + store.pausesWithActivitiesLeft(endedAfter: Int64(started) - PauseJob.endRetryWindow)
-                .map { ($0, PauseJob.Kind.end) }
+        let unannounced = try store.unannouncedPauses()
+        let unended = try store.pausesWithActivitiesLeft(endedAfter: Int64(started) - PauseJob.endRetryWindow)
+        let unfinished = unannounced.map { ($0, PauseJob.Kind.announce(nil)) } + unended.map { ($0, PauseJob.Kind.end) }
         for (stateID, kind) in unfinished {
             guard let pause = watcher.pauses[stateID] else { continue }
             let job = PauseJob(kind, pause)
             jobs[job.key] = job
             jobRetries.now(job.key, at: started)
+        }
+        // Announced before this start, with props built from events this process never saw: any custom event or
+        // artifact that comes for the run from now on may be news, so it gets the props built again (a refresh
+        // that finds them unchanged sends nothing).
+        let withoutProps = Set(unannounced)
+        for pause in watcher.pauses.values
+        where pause.isWaiting && pause.announcedAt != nil && !withoutProps.contains(pause.stateID) {
+            propsArrivals[pause.stateID] = 0
         }
         nextDueMs = try store.nextDueMs()
         habits = FlowHabits(known: try store.flowHabits())

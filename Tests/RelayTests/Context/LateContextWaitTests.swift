@@ -55,4 +55,24 @@ import Testing
         #expect(live.arrivals == 1)
         #expect(await relay.liveWaiters.isEmpty)
     }
+
+    @Test func aLateEventAfterARestartRefreshesAPauseAnnouncedBeforeIt() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        // Announced before the stop (props stored); another announced pause that has ended; one never announced.
+        try store.insertPause(PauseRecord(stateID: "s1", runID: runID, stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.setProps(stateID: "s1", props: #"{"runId":"r"}"#)
+        try store.insertPause(PauseRecord(stateID: "s2", runID: runID, stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.setProps(stateID: "s2", props: #"{"runId":"r"}"#)
+        try store.markEnded(stateID: "s2", state: "Running", at: 5)
+        try store.insertPause(PauseRecord(stateID: "s3", runID: runID, stateName: "Paused", pausedAt: 1))
+        let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
+        let relay = try Coordinator(store: try dir.store(), prefect: PrefectClient(config: config, http: try HTTPPool()),
+                                    apnsConfigured: true)
+        #expect(await relay.propsArrivals == ["s1": 0])
+
+        await relay.received(.event(customEvent))
+        let refreshes = await relay.jobs.values.filter { $0.kind == .refresh }
+        #expect(refreshes.map(\.pause.stateID) == ["s1"])
+    }
 }

@@ -182,6 +182,23 @@ extension SharedPrefect {
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // the refresh pushed nothing
         }
 
+        @Test func aLateEventAfterARestartStillRefreshes() async throws {
+            let e2e = try await EndToEnd()
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            // The event comes 8 s into the pause: after the announce and the restart below.
+            let run = try e2e.runFlow("late", environment: ["EVENT_LAG": "8"])
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            try e2e.registerActivity(runID: run)
+            let restarted = try e2e.startRelay()
+            try waitUntil("the update", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
+            let update = e2e.pushes(to: EndToEnd.activityToken, run: run)[0]
+            #expect(update.payload["aps"]?["event"] == "update")
+            #expect(activityProps(update.payload)?["title"] == "Ship billing-api 1.4.3?")
+            #expect(restarted.process.log.contains("pause.refreshed run=\(run)"))
+            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // announced once, across the restart
+        }
+
         @Test func refusedSocketCredentialIsPlainInTheLog() async throws {
             let api = try await PrefectServer.shared.apiURL()
             let relay = try RelayProcess(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": "admin:wrong"])

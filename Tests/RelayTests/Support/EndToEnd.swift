@@ -75,7 +75,7 @@ final class EndToEnd: @unchecked Sendable {
     }
 
     /// Runs one flow from tools/flows.py in the background and returns its run id once the run exists.
-    func runFlow(_ kind: String, timeout: Int = 600) throws -> String {
+    func runFlow(_ kind: String, timeout: Int = 600, environment extra: [String: String] = [:]) throws -> String {
         let idFile = directory + "/run-\(flows.count).id"
         var env = RelayMain.environment()
         env["PREFECT_API_URL"] = api
@@ -83,6 +83,7 @@ final class EndToEnd: @unchecked Sendable {
         env["FLOW_RUN_ID_FILE"] = idFile
         env["PAUSE_TIMEOUT"] = String(timeout)
         env["PREFECT_HOME"] = directory + "/flow-home"
+        env.merge(extra) { _, given in given }
         let process = try ChildProcess(PrefectServer.python, [TestFiles.packageRoot + "/tools/flows.py", "run", kind],
                                        environment: env, logPath: directory + "/flow-\(flows.count).log")
         flows.append(process)
