@@ -66,20 +66,38 @@ import Testing
         #expect(AlertText(context: item.context, readers: .live).category == .input)
     }
 
+    /// A hostile Markdown input, named in the test log by what it repeats: the text runs to 200 kB, and the log
+    /// used to print each one whole.
+    struct MarkdownBomb: Sendable, CustomTestStringConvertible {
+        let text: String
+        let testDescription: String
+
+        init(_ unit: String, times: Int) {
+            text = String(repeating: unit, count: times)
+            testDescription = "\(unit.debugDescription) × \(times)"
+        }
+
+        init(_ name: String, text: String) {
+            self.text = text
+            testDescription = name
+        }
+    }
+
     @Test(arguments: [
-        String(repeating: ">", count: 200_000),
-        String(repeating: "[", count: 200_000),
-        String(repeating: "*a **b ", count: 30_000),
-        String(repeating: "- ", count: 100_000),
-        (0..<5000).map { String(repeating: " ", count: $0 % 200) + "1. x" }.joined(separator: "\n"),
-        String(repeating: "`", count: 100_000),
-        String(repeating: "<a>", count: 50_000),
-        String(repeating: "[a](", count: 50_000),
+        MarkdownBomb(">", times: 200_000),
+        MarkdownBomb("[", times: 200_000),
+        MarkdownBomb("*a **b ", times: 30_000),
+        MarkdownBomb("- ", times: 100_000),
+        MarkdownBomb("5,000 list items indented 0-199 spaces",
+                     text: (0..<5000).map { String(repeating: " ", count: $0 % 200) + "1. x" }.joined(separator: "\n")),
+        MarkdownBomb("`", times: 100_000),
+        MarkdownBomb("<a>", times: 50_000),
+        MarkdownBomb("[a](", times: 50_000),
     ])
-    func markdownBombs(bomb: String) throws {
-        try Self.check(ContextCase.make("bomb", keyset: ContextCase.keyset, rows: [ContextCase.description(bomb)]).context)
+    func markdownBombs(bomb: MarkdownBomb) throws {
+        try Self.check(ContextCase.make("bomb", keyset: ContextCase.keyset, rows: [ContextCase.description(bomb.text)]).context)
         try Self.check(ContextCase.make("bomb", artifacts: [RunArtifact(key: "approval", type: "markdown",
-                                                                        description: bomb, data: .string(bomb))]).context)
+                                                                        description: bomb.text, data: .string(bomb.text))]).context)
     }
 
     @Test func hugeNamesAndParameters() throws {
