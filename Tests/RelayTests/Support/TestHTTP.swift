@@ -70,6 +70,10 @@ enum TestSocket {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        // Linux bounds a blocking connect and send by SO_SNDTIMEO: a server that stops accepting or reading can't
+        // hold a test forever.
+        var bound = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
         let rc = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -85,6 +89,9 @@ enum TestSocket {
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                throw TestFailure("send: the server read none of \(bytes.count - offset) bytes for 10 s")
+            }
             if n <= 0 { return }  // the server may close early (e.g. after a 413): that's an answer, not an error
             offset += n
         }
