@@ -8,7 +8,8 @@ VENV       := .venv
 PREFECT    := $(VENV)/bin/prefect
 PREFECT_VERSION := 3.9.1
 APT_PACKAGES := pkg-config libwebsockets-dev libnghttp2-dev libssl-dev libsqlite3-dev libjansson-dev libcmark-dev \
-                libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl perl make tcl xz-utils
+                libcap-dev zlib1g-dev nghttp2-client nghttp2-server openssl ca-certificates curl perl make tcl xz-utils \
+                procps
 IMAGE_PACKAGES := umoci skopeo zstd
 BIN_DEBUG  := .build/debug/prefect-push
 BIN        := .build/release/prefect-push
@@ -99,7 +100,7 @@ debug: deps-apt
 # release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL), each
 # fuzz harness has run a few seconds and the quick fault-injection scenarios have passed. The test run is bounded
 # (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
-TEST_BOUND_SECONDS ?= 1800
+TEST_BOUND_SECONDS ?= 900
 test: deps k8s-validate release-inputs
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
