@@ -1,5 +1,9 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  /* accept4 */
+#endif
 #include "CShims.h"
 #include <sys/prctl.h>
+#include <sys/socket.h>
 
 const size_t CShims_LWS_PRE = LWS_PRE;
 
@@ -16,3 +20,7 @@ int CShims_SSL_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_
 void CShims_OPENSSL_free(void *p) { OPENSSL_free(p); }
 
 int CShims_prctl_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int CShims_accept_cloexec(int fd, int nonblocking) {
+    return accept4(fd, NULL, NULL, SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0));
+}

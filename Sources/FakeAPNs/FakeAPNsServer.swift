@@ -122,9 +122,8 @@ final class FakeAPNsServer: @unchecked Sendable {
 
     private func acceptAll() {
         while true {
-            let fd = accept(listenFD, nil, nil)
+            let fd = acceptCloseOnExec(listenFD, nonBlocking: true)
             if fd < 0 { return }
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             guard let ssl = SSL_new(sslContext) else {
@@ -160,4 +159,10 @@ private func fakeSelectH2(_ ssl: OpaquePointer?, _ out: UnsafeMutablePointer<Uns
         index += 1 + length
     }
     return SSL_TLSEXT_ERR_ALERT_FATAL
+}
+
+/// accept(2) with the new socket close-on-exec from the start (`CShims_accept_cloexec`): the tests accept on fake
+/// servers while other tests spawn processes, and a connection a child inherits outlives its server's close.
+public func acceptCloseOnExec(_ listener: Int32, nonBlocking: Bool) -> Int32 {
+    CShims_accept_cloexec(listener, nonBlocking ? 1 : 0)
 }

@@ -30,4 +30,9 @@ void CShims_OPENSSL_free(void *p);
 /* prctl is variadic, which the importer drops. Returns prctl(PR_SET_DUMPABLE, 0)'s result. */
 int CShims_prctl_set_not_dumpable(void);
 
+/* accept(2) whose socket is close-on-exec from the start (and non-blocking if asked): a process that both accepts
+   and spawns children (the tests' fake servers) must not let a child inherit a connection in the moment between
+   accept and fcntl, or the connection outlives its server's close. accept4 needs _GNU_SOURCE, hence a shim. */
+int CShims_accept_cloexec(int fd, int nonblocking);
+
 #endif

@@ -1,6 +1,7 @@
 import COpenSSL
 import Glibc
 import Synchronization
+import FakeAPNs
 @testable import Relay
 @testable import RelayCore
 
@@ -113,11 +114,10 @@ final class ScriptedHTTPServer: @unchecked Sendable {
             fds += clients.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
             guard poll(&fds, nfds_t(fds.count), 20) > 0 else { continue }
             if fds[0].revents != 0 {
-                let fd = accept(listenFD, nil, nil)
+                // Close-on-exec from the start: a child process another test spawns must not inherit the socket,
+                // or closing it here would not hang up on the client.
+                let fd = acceptCloseOnExec(listenFD, nonBlocking: false)
                 if fd >= 0 {
-                    // Close-on-exec at once: a child process another test spawns must not inherit the socket, or
-                    // closing it here would not hang up on the client. (accept4 isn't visible without _GNU_SOURCE.)
-                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
                     let index = acceptedCount.add(1, ordering: .relaxed).oldValue
                     if let sslContext {
                         // Handshake right here (bounded): the client connects from a thread of its own.
