@@ -7,11 +7,13 @@ extension HTTPPool {
     func run() {
         while true {
             let (calls, connected, closing) = takeInbox()
+            // Before the close check: calls handed over in the same turn as the close are failed with the rest,
+            // not dropped unanswered (their callers would wait forever).
+            waiting.append(contentsOf: calls)
             if closing {
                 shutDown()
                 return
             }
-            waiting.append(contentsOf: calls)
             let now = monotonicMs()
             for result in connected { adopt(result, now: now) }
             expire(now: now)

@@ -169,6 +169,25 @@ import Testing
         #expect(failure.reason.contains("127.0.0.1:\(port)"))
     }
 
+    /// A call handed over just before the pool closes is failed, not forgotten: the loop thread, just started, may
+    /// take the call in the same look at its inbox that tells it to close. `close()` joins the loop, so by its
+    /// return every call the pool took has its answer.
+    @Test func aCallHandedOverJustBeforeCloseIsFailed() throws {
+        let server = try ScriptedHTTPServer { _, _ in .stall }
+        defer { server.stop() }
+        for round in 0..<20 {
+            let pool = try HTTPPool()
+            let answers = Locked([String]())
+            pool.submit(get(server)) { result in
+                let answer = if case .failure(let failure) = result { failure.reason } else { "an answer" }
+                answers.withLock { $0.append(answer) }
+            }
+            pool.close()
+            let seen = answers.withLock { $0 }
+            #expect(seen == ["the relay is shutting down"], "round \(round)")
+        }
+    }
+
     @Test func closingFailsWhatIsWaiting() async throws {
         let server = try ScriptedHTTPServer { _, _ in .stall }
         defer { server.stop() }
