@@ -4,10 +4,10 @@
 #
 #   usage: deploy/image.sh BINARY LAYOUT TAG
 #
-# The root holds only: the binary; the glibc-family libraries and loader `ldd` lists for it (everything else is
-# linked in); the CA bundle; passwd/group with the non-root user 65532; nsswitch.conf and hosts (DNS); /tmp; and
-# /data, the volume for the SQLite file. File times are set to SOURCE_DATE_EPOCH (default: the last commit), so the
-# same binary gives the same image digest.
+# The root holds only: the binary; the glibc-family libraries and loader `ldd` lists for it (everything else is linked
+# in); the CA bundle and the same roots one file each by subject hash; passwd/group with the non-root user 65532;
+# nsswitch.conf and hosts (DNS); /tmp; and /data, the volume for the SQLite file. File times are set to
+# SOURCE_DATE_EPOCH (default: the last commit), so the same binary gives the same image digest.
 set -eu
 bin=${1:?usage: image.sh BINARY LAYOUT TAG}
 layout=${2:?usage: image.sh BINARY LAYOUT TAG}
@@ -31,7 +31,18 @@ ldd "$bin" | awk '/=> \//{print $3} /^\t\/[^ ]+ \(/{print $1}' | while read -r l
 done
 
 cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
-# OpenSSL's built-in default paths (OPENSSLDIR=/usr/lib/ssl), as on Debian; SSL_CERT_FILE is set as well.
+# The same roots one file each, named by subject hash (Debian's links, made by update-ca-certificates): the relay
+# reads the one a chain names when it needs it instead of parsing the whole bundle at start-up (SystemRoots;
+# README "Footprint"). So SSL_CERT_FILE is not set: it would ask for the bundle.
+roots=0
+for cert in /etc/ssl/certs/*.[0-9]*; do
+    case "${cert##*/}" in
+        [0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].[0-9]|[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].[0-9][0-9])
+            cp -L "$cert" "$root/etc/ssl/certs/" && roots=$((roots + 1)) ;;
+    esac
+done
+[ "$roots" -gt 0 ] || { echo "image.sh: no hashed CA certificates in /etc/ssl/certs (install ca-certificates)" >&2; exit 1; }
+# OpenSSL's built-in default paths (OPENSSLDIR=/usr/lib/ssl), as on Debian.
 ln -s /etc/ssl/certs/ca-certificates.crt "$root/usr/lib/ssl/cert.pem"
 ln -s /etc/ssl/certs "$root/usr/lib/ssl/certs"
 
@@ -74,7 +85,6 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
     --config.env PATH=/usr/local/bin \
     --config.env DB_PATH=/data/prefect-push.db \
     --config.env PORT=8080 \
-    --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     --config.stopsignal SIGTERM \
     --config.label org.opencontainers.image.title=prefect-push \
     --config.label org.opencontainers.image.version="$version" \

@@ -1,8 +1,9 @@
 import COpenSSL
 import CShims
 
-/// Owns one client `SSL_CTX`: TLS 1.2+, ALPN `h2`, peer verification against the system roots plus an
-/// optional extra CA file (`APNS_CA_FILE`, which is how tests trust their fake APNs).
+/// Owns one client `SSL_CTX`: TLS 1.2+, ALPN `h2`, peer verification against the system roots (read as
+/// `SystemRoots` says: lazily from a hashed directory where there is one) plus an optional extra CA file
+/// (`APNS_CA_FILE`, which is how tests trust their fake APNs).
 ///
 /// `@unchecked Sendable`: the context is configured in `init` and only read afterwards (`SSL_new`), which
 /// OpenSSL allows from any thread.
@@ -11,12 +12,17 @@ final class TLSContext: @unchecked Sendable {
 
     /// `caVariable` names the setting `caFile` came from, for the error message.
     init(caFile: String?, alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")],
-         caVariable: String = "APNS_CA_FILE") throws(TLSError) {
+         caVariable: String = "APNS_CA_FILE", systemRoots: SystemRoots = .fromEnvironment()) throws(TLSError) {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new") }
         do {
             try TLSError.check(CShims_SSL_CTX_set_min_tls12(context), "SSL_CTX_set_min_proto_version")
             SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
-            try TLSError.check(SSL_CTX_set_default_verify_paths(context), "SSL_CTX_set_default_verify_paths")
+            switch systemRoots.source() {
+            case .hashedDirectory(let directory):
+                try TLSError.check(SSL_CTX_load_verify_dir(context, directory), "SSL_CTX_load_verify_dir")
+            case .defaults:
+                try TLSError.check(SSL_CTX_set_default_verify_paths(context), "SSL_CTX_set_default_verify_paths")
+            }
             if let caFile {
                 guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
                     throw TLSError("SSL_CTX_load_verify_locations", detail: "\(caVariable) \(caFile) is not a readable PEM file")
