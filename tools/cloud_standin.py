@@ -5,8 +5,9 @@ prefect/client/base.py; reference/prefect.md §8). Standard library only.
 
     cloud_standin.py --upstream http://127.0.0.1:4200/api --key KEY [--upstream-auth user:pass]
                      [--host 127.0.0.1] [--port 0] [--account UUID] [--workspace UUID] [--url-file PATH]
+                     [--tls-cert PEM --tls-key PEM]
 
-What it serves, on http://HOST:PORT:
+What it serves, on http://HOST:PORT (https with --tls-cert/--tls-key, as Cloud itself, control paths included):
 * `/api/accounts/<account>/workspaces/<workspace>/<rest>` is `<upstream>/<rest>`. Every HTTP request needs
   `Authorization: Bearer <key>` (401 otherwise); upstream it carries `--upstream-auth` as Basic instead.
 * `.../events/out` (WebSocket upgrade, subprotocol `prefect`): the upgrade goes upstream as it is (Cloud's subscriber
@@ -290,6 +291,8 @@ async def main() -> None:
     parser.add_argument("--account")
     parser.add_argument("--workspace")
     parser.add_argument("--url-file")
+    parser.add_argument("--tls-cert", help="serve https with this certificate chain (PEM); needs --tls-key")
+    parser.add_argument("--tls-key")
     args = parser.parse_args()
     if not args.key:
         raise SystemExit("--key (or STANDIN_API_KEY) is required")
@@ -297,10 +300,17 @@ async def main() -> None:
         value = getattr(args, name)
         if value and not re.fullmatch(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", value):
             raise SystemExit(f"--{name} must be a UUID")
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise SystemExit("--tls-cert and --tls-key go together")
+        import ssl
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
     standin = StandIn(args)
-    server = await asyncio.start_server(standin.serve, args.host, args.port, limit=MAX_HEAD)
+    server = await asyncio.start_server(standin.serve, args.host, args.port, limit=MAX_HEAD, ssl=tls)
     port = server.sockets[0].getsockname()[1]
-    root = f"http://{args.host}:{port}{standin.prefix}"
+    root = f"{'https' if tls else 'http'}://{args.host}:{port}{standin.prefix}"
     if args.url_file:
         with open(args.url_file + ".tmp", "w") as f:
             f.write(root)

@@ -25,7 +25,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         var port: Int = -1  // -1: no listener (CONTEXT_PORT_NO_LISTEN)
         var clientCAFile: String? = nil
         /// Whether any client connection uses TLS (an https Prefect). Without it lws sets up no OpenSSL client
-        /// context, which would parse the system's whole CA bundle at start-up (~1 MB of heap, tens of ms).
+        /// context at all; with it, the context reads the system roots as `SystemRoots` says.
         var clientTLS = true
         /// The listener hands every accepted socket, raw, to the first handler (the HTTP API frames HTTP itself):
         /// no lws HTTP parsing, header-table pool or WebSocket upgrade on that port.
@@ -41,12 +41,21 @@ final class WebSocketsLoop: @unchecked Sendable {
     private let commands = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var thread: pthread_t?
+    /// The hashed roots directory lws's client TLS context reads a root at a time from (`SystemRoots`), loaded in
+    /// `LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS`; nil: lws parses the system bundle itself, as before.
+    private let clientRootsDirectory: String?
 
     /// The port the server listens on (useful with port 0), or nil without a listener.
     private(set) var listenPort: Int?
 
-    init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
+    init(settings: Settings, handlers: [LWSHandler], systemRoots: SystemRoots = .fromEnvironment()) throws(StartupError) {
         self.handlers = handlers
+        let usesClientTLS = settings.clientTLS || settings.clientCAFile != nil
+        if usesClientTLS, case .hashedDirectory(let directory) = systemRoots.source() {
+            clientRootsDirectory = directory
+        } else {
+            clientRootsDirectory = nil
+        }
         protocolCount = handlers.count
         protocols = .allocate(capacity: handlers.count + 1)
         protocols.initialize(repeating: lws_protocols(), count: handlers.count + 1)
@@ -70,7 +79,10 @@ final class WebSocketsLoop: @unchecked Sendable {
         info.port = Int32(settings.port)
         info.protocols = UnsafePointer(protocols)
         info.options = UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
-        if settings.clientTLS || settings.clientCAFile != nil { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
+        if usesClientTLS { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
+        // lws would parse the whole system bundle into its client context (SSL_CTX_set_default_verify_paths);
+        // the directory goes in instead, from the callback lws makes once the context exists.
+        if clientRootsDirectory != nil { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS) }
         info.timeout_secs = 10
         info.keepalive_timeout = 5
         info.max_http_header_data = 8192
@@ -158,6 +170,16 @@ final class WebSocketsLoop: @unchecked Sendable {
 
     fileprivate var firstHandler: LWSHandler? { handlers.first }
 
+    /// lws made its client `SSL_CTX` (during `lws_create_context`): the system roots go in as a lazily read directory.
+    fileprivate func loadClientRoots(into sslContext: OpaquePointer) {
+        guard let directory = clientRootsDirectory else { return }
+        if SSL_CTX_load_verify_dir(sslContext, directory) != 1 {
+            ERR_clear_error()
+            Log.warn("tls.roots_failed", ["directory": directory,
+                                          "fix": "install ca-certificates, or set SSL_CERT_FILE to a CA bundle"])
+        }
+    }
+
     private static func freeProtocols(_ protocols: UnsafeMutablePointer<lws_protocols>, count: Int) {
         for index in 0..<count { free(UnsafeMutableRawPointer(mutating: protocols[index].name)) }
         protocols.deinitialize(count: count + 1)
@@ -198,6 +220,12 @@ private func webSocketsCallback(
     wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
     input: UnsafeMutableRawPointer?, length: Int
 ) -> Int32 {
+    if reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS {
+        // Made with a stand-in wsi that has a context but no protocol; `user` is the client SSL_CTX.
+        guard let wsi, let user, let context = lws_get_context(wsi), let loopRaw = lws_context_user(context) else { return 0 }
+        Unmanaged<WebSocketsLoop>.fromOpaque(loopRaw).takeUnretainedValue().loadClientRoots(into: OpaquePointer(user))
+        return 0
+    }
     guard let wsi, let proto = lws_get_protocol(wsi), let raw = proto.pointee.user else {
         return 0
     }

@@ -142,6 +142,46 @@ extension SharedPrefect {
 
         // MARK: - check
 
+        /// Prefect Cloud over https, trusted through the system roots only (no `PREFECT_CA_FILE`): the test CA is filed
+        /// by subject hash in a directory of its own (`SSL_CERT_DIR`), as Debian files its roots, and the events socket
+        /// (lws's client TLS context) and the REST reads (the pool's) each find it there when the chain names it.
+        @Test func overHTTPSTheRootsComeFromTheHashedDirectory() async throws {
+            let e2e = try await EndToEnd()
+            let cloud = try await CloudStandIn(tls: true)
+            let roots = TestFiles.temporaryDirectory()
+            defer { TestFiles.removeTree(roots) }
+            let hash = try SystemRootsTests.subjectHash(APNsFixtures.path("ca.pem"))
+            try TestFiles.write(roots + "/" + hash + ".0", APNsFixtures.text("ca.pem"))
+            var env = Self.environment(e2e, cloud)
+            env["SSL_CERT_DIR"] = roots
+            let relay = try RelayProcess(environment: env, directory: e2e.directory)
+            try waitUntil("the relay subscribes over https", timeout: 30) {
+                (try? relay.http.request("GET", "/health").json?["subscribed"]) == .bool(true)
+            }
+            #expect(try Self.register(relay) == 200)  // authorized by a REST read over https
+            let run = try e2e.runFlow("input")
+            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            let alert = try #require(e2e.pushes(to: EndToEnd.deviceToken, run: run).first)
+            #expect(alert.payload["aps"]?["alert"]?["title"] == "Approve the nightly deploy?")  // the context was read
+            try e2e.resume(run, input: ["comment": "ship it"])
+        }
+
+        /// The same with the test CA filed under a hash that is not its own: both TLS clients refuse the stand-in.
+        @Test func overHTTPSARootTheDirectoryDoesNotHoldIsRefused() async throws {
+            let e2e = try await EndToEnd()
+            let cloud = try await CloudStandIn(tls: true)
+            let roots = TestFiles.temporaryDirectory()
+            defer { TestFiles.removeTree(roots) }
+            try TestFiles.write(roots + "/00000000.0", APNsFixtures.text("ca.pem"))
+            var env = Self.environment(e2e, cloud)
+            env["SSL_CERT_DIR"] = roots
+            let relay = try RelayProcess(environment: env, directory: e2e.directory)
+            try waitUntil("the socket's TLS failure is logged", timeout: 30) { relay.process.log.contains("events.") }
+            Glibc.sleep(3)
+            #expect((try? relay.http.request("GET", "/health").json?["subscribed"]) == .bool(false))
+            #expect(try Self.register(relay) != 200)
+        }
+
         @Test func checkAcceptsTheWorkspace() async throws {
             let cloud = try await CloudStandIn()
             let result = try CheckIntegrationTests().check(["PREFECT_API_URL": cloud.root, "PREFECT_API_KEY": CloudStandIn.key])

@@ -16,24 +16,27 @@ final class CloudStandIn: @unchecked Sendable {
     let root: String
     let port: Int
 
-    init(prefect: PrefectServer = .shared) async throws {
+    /// `tls`: served over https with the test CA's server certificate (`Fixtures/apns/server.pem`), as Cloud is;
+    /// the control calls below are plain http and don't reach it then.
+    init(prefect: PrefectServer = .shared, tls: Bool = false) async throws {
         let upstream = try await prefect.apiURL()
         let urlFile = directory + "/url"
+        let tlsArguments = tls ? ["--tls-cert", APNsFixtures.path("server.pem"), "--tls-key", APNsFixtures.path("server.key")] : []
         process = try ChildProcess(PrefectServer.python, [
             TestFiles.packageRoot + "/tools/cloud_standin.py", "--upstream", upstream,
             "--upstream-auth", PrefectServer.authString, "--key", Self.key, "--port", "0",
             "--account", Self.account, "--workspace", Self.workspace, "--url-file", urlFile,
-        ], environment: RelayMain.environment(), logPath: directory + "/standin.log")
+        ] + tlsArguments, environment: RelayMain.environment(), logPath: directory + "/standin.log")
         var url = ""
         let started = process
         try waitUntil("the Cloud stand-in listens", timeout: 20) {
             if started.waitForExit(timeout: 0) != nil { throw TestFailure("the stand-in exited: \(started.log)") }
             url = (try? TestFiles.read(urlFile)) ?? ""
-            return url.hasPrefix("http://")
+            return url.hasPrefix(tls ? "https://" : "http://")
         }
         root = url
-        // http://127.0.0.1:PORT/api/...
-        let authority = url.dropFirst("http://".count).prefix { $0 != "/" }
+        // http(s)://127.0.0.1:PORT/api/...
+        let authority = url.drop { $0 != "/" }.dropFirst(2).prefix { $0 != "/" }
         guard let parsed = Int(authority.split(separator: ":").last ?? "") else { throw TestFailure("stand-in url \(url)") }
         port = parsed
     }
