@@ -152,7 +152,9 @@ class RelayRun:
         spawned = time.monotonic_ns()
         # BENCH_RELAY_BIN: another relay build to compare (A/B), else the release build.
         binary = os.environ.get("BENCH_RELAY_BIN") or os.path.join(BIN, "prefect-push")
-        process = await spawn(binary, env=env, stdout=err, stderr=err)
+        # The system roots as the image has them (it sets neither variable): some machines point SSL_CERT_FILE at
+        # the bundle for their own tools, which would have the relay parse it whole at start-up (README "Footprint").
+        process = await spawn(binary, env=env, stdout=err, stderr=err, unset=("SSL_CERT_FILE", "SSL_CERT_DIR"))
         err.close()
         return cls(process, port, spawned, directory)
 

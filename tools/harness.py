@@ -78,13 +78,15 @@ def register(port: int, bodies: list[dict]) -> None:
 # MARK: - asyncio children (bench, chaos)
 
 async def spawn(*argv: str, env: dict | None = None, log_path: str | None = None, stdin=subprocess.DEVNULL,
-                stdout=None, stderr=None, group: bool = False) -> asyncio.subprocess.Process:
-    """Starts a child. stdout and stderr go where given; what isn't given goes into `log_path` when there is one,
-    else nowhere. With `group`, in a session of its own, so its children are stopped with it."""
+                stdout=None, stderr=None, group: bool = False, unset: tuple = ()) -> asyncio.subprocess.Process:
+    """Starts a child with this process's environment, less the variables in `unset`, plus `env`. stdout and stderr
+    go where given; what isn't given goes into `log_path` when there is one, else nowhere. With `group`, in a session
+    of its own, so its children are stopped with it."""
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    inherited = {name: value for name, value in os.environ.items() if name not in unset}
     try:
         process = await asyncio.create_subprocess_exec(
-            *argv, env={**os.environ, **(env or {})}, stdin=stdin, stdout=stdout or out, stderr=stderr or out,
+            *argv, env={**inherited, **(env or {})}, stdin=stdin, stdout=stdout or out, stderr=stderr or out,
             start_new_session=group)
     finally:
         if log_path:
