@@ -35,11 +35,9 @@ cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.cr
 # reads the one a chain names when it needs it instead of parsing the whole bundle at start-up (SystemRoots;
 # README "Footprint"). So SSL_CERT_FILE is not set: it would ask for the bundle.
 roots=0
-for cert in /etc/ssl/certs/*.[0-9]*; do
-    case "${cert##*/}" in
-        [0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].[0-9]|[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].[0-9][0-9])
-            cp -L "$cert" "$root/etc/ssl/certs/" && roots=$((roots + 1)) ;;
-    esac
+for cert in /etc/ssl/certs/[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].[0-9]*; do
+    [ -e "$cert" ] || continue  # the pattern itself when nothing matched
+    cp -L "$cert" "$root/etc/ssl/certs/" && roots=$((roots + 1))
 done
 [ "$roots" -gt 0 ] || { echo "image.sh: no hashed CA certificates in /etc/ssl/certs (install ca-certificates)" >&2; exit 1; }
 # OpenSSL's built-in default paths (OPENSSLDIR=/usr/lib/ssl), as on Debian.

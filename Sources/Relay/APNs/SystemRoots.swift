@@ -22,6 +22,10 @@ struct SystemRoots: Sendable, Equatable {
         case defaults
     }
 
+    /// How this process reads its roots, decided once: the environment doesn't change while the relay runs, and
+    /// every TLS context (APNs, the events socket's, the REST pool's) would otherwise list the directory again.
+    static let forProcess: Source = fromEnvironment().source()
+
     /// From the process environment, as OpenSSL itself would find them.
     static func fromEnvironment() -> SystemRoots {
         func variable(_ name: UnsafePointer<CChar>) -> String? {

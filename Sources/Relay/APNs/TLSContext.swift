@@ -12,12 +12,13 @@ final class TLSContext: @unchecked Sendable {
 
     /// `caVariable` names the setting `caFile` came from, for the error message.
     init(caFile: String?, alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")],
-         caVariable: String = "APNS_CA_FILE", systemRoots: SystemRoots = .fromEnvironment()) throws(TLSError) {
+         caVariable: String = "APNS_CA_FILE", systemRoots: SystemRoots? = nil) throws(TLSError) {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new") }
         do {
             try TLSError.check(CShims_SSL_CTX_set_min_tls12(context), "SSL_CTX_set_min_proto_version")
             SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
-            switch systemRoots.source() {
+            // nil: this process's roots (`SystemRoots.forProcess`); tests pass their own.
+            switch systemRoots?.source() ?? SystemRoots.forProcess {
             case .hashedDirectory(let directory):
                 try TLSError.check(SSL_CTX_load_verify_dir(context, directory), "SSL_CTX_load_verify_dir")
             case .defaults:

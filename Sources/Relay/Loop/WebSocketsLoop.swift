@@ -48,10 +48,10 @@ final class WebSocketsLoop: @unchecked Sendable {
     /// The port the server listens on (useful with port 0), or nil without a listener.
     private(set) var listenPort: Int?
 
-    init(settings: Settings, handlers: [LWSHandler], systemRoots: SystemRoots = .fromEnvironment()) throws(StartupError) {
+    init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
         self.handlers = handlers
         let usesClientTLS = settings.clientTLS || settings.clientCAFile != nil
-        if usesClientTLS, case .hashedDirectory(let directory) = systemRoots.source() {
+        if usesClientTLS, case .hashedDirectory(let directory) = SystemRoots.forProcess {
             clientRootsDirectory = directory
         } else {
             clientRootsDirectory = nil
