@@ -1,16 +1,19 @@
+import Glibc
 import Relay
 import RelayCore
 
 /// The relay's own APNs client under load, for `make bench` (throughput on one connection), through the client's
 /// `package` API; the relay itself never calls it.
 ///
-/// Pushes go out the way the notifier fans out an announce (`APNsClient.fanOut`): one task per device, each
-/// `deliver(_:to:)` on the host's one shared connection.
+/// Pushes go out the way the notifier fans out an announce: one `APNsClient.fanOut` over the host's one shared
+/// connection.
 enum APNsLoad {
     struct Result: Sendable {
         var pushes: Int
         var delivered: Int
         var seconds: Double
+        /// CPU time (user + system) the process spent while the pushes went out, all threads.
+        var cpuSeconds: Double
         var connectionsOpened: Int
     }
 
@@ -44,9 +47,18 @@ enum APNsLoad {
         _ = await client.deliver(warm.push, to: warm.device)
         let items = (1...pushes).map(item)
         let started = SystemClock.monotonic()
+        let cpuStarted = processCPUSeconds()
         let delivered = await client.fanOut(items) { _, _ in }
         let seconds = SystemClock.monotonic() - started
-        return Result(pushes: pushes, delivered: delivered, seconds: seconds,
+        return Result(pushes: pushes, delivered: delivered, seconds: seconds, cpuSeconds: processCPUSeconds() - cpuStarted,
                       connectionsOpened: APNsConnection.linksOpenedTotal - opened)
     }
+}
+
+/// User + system CPU seconds of the whole process so far.
+private func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

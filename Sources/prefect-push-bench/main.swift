@@ -5,7 +5,8 @@ import Relay
 //
 //   prefect-push-bench N    (APNS_* from the environment, as for the relay)
 //
-// Prints one line: `pushes=N delivered=D seconds=S per_second=R connections=C`.
+// Prints one line: `pushes=N delivered=D seconds=S per_second=R cpu_us_per_push=U connections=C` (U: the client's
+// CPU time, all threads, per push while they went out).
 
 var environment: [String: String] = [:]
 var cursor = environ
@@ -18,7 +19,8 @@ let pushes = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 
 do {
     let result = try await APNsLoad.run(environment: environment, pushes: pushes)
     print("pushes=\(result.pushes) delivered=\(result.delivered) seconds=\(result.seconds) "
-        + "per_second=\(Int(Double(result.delivered) / result.seconds)) connections=\(result.connectionsOpened)")
+        + "per_second=\(Int(Double(result.delivered) / result.seconds)) "
+        + "cpu_us_per_push=\((result.cpuSeconds * 1e6 / Double(max(1, result.pushes)) * 100).rounded() / 100) connections=\(result.connectionsOpened)")
     exit(result.delivered == result.pushes ? 0 : 1)
 } catch {
     print("prefect-push-bench: \(error)")

@@ -168,6 +168,9 @@ private struct FanOut {
     }
 
     let items: [(push: Push, device: Device)]
+    /// Each item's device's stored host, apart: reading it through `items` copied the whole (push, device) pair,
+    /// a retain of each of their strings per answer.
+    private let environments: [APNsEnvironment]
     let policy: RetryPolicy
     var token = ""
     /// Per item, while it is in flight (nil before it is admitted and after it is answered).
@@ -177,6 +180,7 @@ private struct FanOut {
 
     init(items: [(push: Push, device: Device)], policy: RetryPolicy) {
         self.items = items
+        environments = items.map(\.device.environment)
         self.policy = policy
         state = Array(repeating: nil, count: items.count)
     }
@@ -205,8 +209,7 @@ private struct FanOut {
 
     mutating func answered(_ index: Int, _ outcome: APNsOutcome, random: Double) -> Next {
         guard var item = state[index] else { preconditionFailure("an answer for a push that is not in flight") }
-        // The push and device stay in `items`: copying them per answer cost a retain of each of their strings.
-        let stored = items[index].device.environment
+        let stored = environments[index]
         let environment = item.firstAnswer == nil ? stored : stored.other
         APNsClient.log(items[index].push, on: environment, outcome, attempt: item.retry.attempt,
                        ms: monotonicMs() - item.started)
@@ -230,12 +233,16 @@ private struct FanOut {
 
     /// The item's final answer, with the device rules applied; it leaves the fan-out.
     mutating func finish(_ index: Int, _ outcome: APNsOutcome) -> Delivery {
-        let role = TokenRole(token: items[index].push.deviceToken, device: items[index].device)
-        let stored = items[index].device.environment
+        let stored = environments[index]
         let first = state[index]?.firstAnswer
         state[index] = nil
         finished += 1
-        if let first { return Delivery.resolve(first: first, stored: stored, second: outcome, role: role) }
-        return Delivery.resolve(first: outcome, stored: stored, second: nil, role: role)
+        // The token's role is only worked out for a token to drop: reading it copies the whole (push, device) pair.
+        if let first {
+            return Delivery.resolve(first: first, stored: stored, second: outcome,
+                                    role: TokenRole(token: items[index].push.deviceToken, device: items[index].device))
+        }
+        return Delivery.resolve(first: outcome, stored: stored, second: nil,
+                                role: TokenRole(token: items[index].push.deviceToken, device: items[index].device))
     }
 }

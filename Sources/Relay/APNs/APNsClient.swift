@@ -128,8 +128,9 @@ package final class APNsClient: Sendable {
     }
 
     /// A delivered push is a debug line (a fan-out to many phones logs one `apns.fanout` line instead); anything
-    /// else is a warning. Fields are only formatted when the line will be written.
-    static func log(_ push: Push, on environment: APNsEnvironment, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
+    /// else is a warning. Fields (and the push, which a fan-out would otherwise copy per answer) are only looked at
+    /// when the line will be written.
+    static func log(_ push: @autoclosure () -> Push, on environment: APNsEnvironment, _ outcome: APNsOutcome, attempt: Int, ms: Int64) {
         guard Log.isEnabled(outcome.isDelivered ? .debug : .warn) else { return }
         var apnsID = ""
         var detail = ""
@@ -139,6 +140,7 @@ package final class APNsClient: Sendable {
         case .unreachable(let why), .connectionLost(let why): detail = why
         case .timedOut: break
         }
+        let push = push()
         let fields: KeyValuePairs<String, String> = [
             "device": Log.short(push.deviceToken), "host": environment.rawValue, "type": push.kind.rawValue,
             "status": String(outcome.status), "reason": outcome.label, "apns_id": apnsID, "attempt": String(attempt),

@@ -70,16 +70,18 @@ final class APNsLink {
         return true
     }
 
-    /// Takes back the box retained at submit. Returns nil if it was already taken.
-    func takeBox(_ streamID: Int32) -> PendingPush? {
+    /// Takes back the box retained at submit. Returns nil if it was already taken. `closing`: nghttp2 is closing
+    /// the stream (its close callback), so it frees the stream's user data slot itself; clearing it would only cost
+    /// a lookup in the session's stream map per answer.
+    func takeBox(_ streamID: Int32, closing: Bool = false) -> PendingPush? {
         guard let retained = streams.removeValue(forKey: streamID) else { return nil }
-        _ = nghttp2_session_set_stream_user_data(session, streamID, nil)
+        if !closing { _ = nghttp2_session_set_stream_user_data(session, streamID, nil) }
         return retained.takeRetainedValue()
     }
 
     /// A stream ended. Answers go to their caller; pushes APNs never processed go to `resend`.
     func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        guard let push = takeBox(streamID), !push.isFinished else { return }
+        guard let push = takeBox(streamID, closing: true), !push.isFinished else { return }
         if let status = push.status {
             if status == 200 { confirmed = true }
             push.finish(.response(status: status, apnsID: push.apnsID, body: push.responseBody, retryAfter: push.retryAfter))

@@ -10,10 +10,17 @@ protocol APNsAnswerSink: AnyObject, Sendable {
 ///
 /// `@unchecked Sendable`: created with its connection and used only by that connection's loop thread.
 final class AnswerBatch: @unchecked Sendable {
-    private var pending: [ObjectIdentifier: (sink: any APNsAnswerSink, answers: [(index: Int, answer: APNsExchange)])] = [:]
+    /// One entry per sink with answers this turn: as many as fan-outs under way at once, so a few, found by a scan
+    /// that starts at the last one used (answers come in runs per fan-out) rather than by hashing per answer.
+    private var pending: [(sink: any APNsAnswerSink, answers: [(index: Int, answer: APNsExchange)])] = []
+    private var last = 0
 
     func add(_ answer: APNsExchange, index: Int, for sink: any APNsAnswerSink) {
-        pending[ObjectIdentifier(sink), default: (sink, [])].answers.append((index, answer))
+        if last >= pending.count || pending[last].sink !== sink {
+            last = pending.firstIndex { $0.sink === sink } ?? pending.count
+            if last == pending.count { pending.append((sink, [])) }
+        }
+        pending[last].answers.append((index, answer))
     }
 
     /// Hands every collected answer over. Loop thread: at the start of each turn, before it sleeps, and when the loop
@@ -22,6 +29,7 @@ final class AnswerBatch: @unchecked Sendable {
         guard !pending.isEmpty else { return }
         let batches = pending
         pending.removeAll(keepingCapacity: true)
-        for batch in batches.values { batch.sink.post(batch.answers) }
+        last = 0
+        for batch in batches { batch.sink.post(batch.answers) }
     }
 }

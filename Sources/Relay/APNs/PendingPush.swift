@@ -46,16 +46,21 @@ struct HeaderFields: Sendable {
 
     var count: Int { spans.count }
 
-    /// Calls `body` with one `nghttp2_nv` per field, valid only during the call (nghttp2 copies them on submit).
-    func withNameValues<R>(_ body: (inout [nghttp2_nv]) -> R) -> R {
+    /// Calls `body` with room for `leading` more entries (the pseudo-headers, for the caller to fill) followed by
+    /// one `nghttp2_nv` per field, all valid only during the call (nghttp2 copies them on submit). The entries live
+    /// on the stack: a request costs no allocation here.
+    func withNameValues<R>(leading: Int, _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> R) -> R {
         arena.withUnsafeBufferPointer { storage in
             let base = UnsafeMutablePointer(mutating: storage.baseAddress!)
-            var nva = spans.map { span in
-                nghttp2_nv(name: base + span.name.lowerBound, value: base + span.value.lowerBound,
-                           namelen: span.name.count, valuelen: span.value.count,
-                           flags: UInt8(span.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: leading + spans.count) { nva in
+                for (offset, span) in spans.enumerated() {
+                    let flag = span.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue
+                    (nva.baseAddress! + leading + offset).initialize(to: nghttp2_nv(
+                        name: base + span.name.lowerBound, value: base + span.value.lowerBound,
+                        namelen: span.name.count, valuelen: span.value.count, flags: UInt8(flag)))
+                }
+                return body(nva)
             }
-            return body(&nva)
         }
     }
 }

@@ -52,11 +52,12 @@ public enum TokenRole: Sendable, Equatable {
 extension Delivery {
     /// Resolves the wrong-host rule. `first` is the answer from the device's stored environment; `second`
     /// is the answer from the other host, present only when `first` said BadDeviceToken.
+    /// `role` is only worked out when a token is to be dropped (it compares tokens, and most answers are 200s).
     public static func resolve(first: APNsOutcome, stored: APNsEnvironment, second: APNsOutcome?,
-                               role: TokenRole) -> Delivery {
+                               role: @autoclosure () -> TokenRole) -> Delivery {
         switch first.action {
         case .dropToken:
-            return Delivery(outcome: first, environment: stored, effect: role.dropEffect)
+            return Delivery(outcome: first, environment: stored, effect: role().dropEffect)
         case .tryOtherHost:
             guard let second else { return Delivery(outcome: first, environment: stored, effect: .none) }
             let other = stored.other
@@ -65,7 +66,7 @@ extension Delivery {
                 // Every token of one app install shares its aps-environment, so any of them moves the device.
                 return Delivery(outcome: second, environment: other, effect: .updateEnvironment(other))
             case .tryOtherHost, .dropToken:
-                return Delivery(outcome: second, environment: other, effect: role.dropEffect)
+                return Delivery(outcome: second, environment: other, effect: role().dropEffect)
             default:
                 // The other host could not say (e.g. unreachable): keep everything and report the failure.
                 return Delivery(outcome: second, environment: other, effect: .none)

@@ -28,9 +28,19 @@ public struct Push: Sendable, Equatable {
     }
 
     /// `:path` of the request (tokens are stored lowercase; an uppercase one is lowered here).
+    /// One pass over the token's bytes into one allocation: a fan-out makes one path per phone.
     public var path: String {
-        let uppercase = deviceToken.utf8.contains { $0 >= 0x41 && $0 <= 0x5A }
-        return "/3/device/" + (uppercase ? deviceToken.lowercased() : deviceToken)
+        let prefix: StaticString = "/3/device/"
+        let token = deviceToken.utf8
+        return String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + token.count) { buffer in
+            let head = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+            var end = buffer.initialize(fromContentsOf: head)
+            for byte in token {
+                buffer[end] = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
+                end += 1
+            }
+            return end
+        }
     }
 
     /// Whether `other` carries the same message (headers and payload), whatever its token and host: a fan-out

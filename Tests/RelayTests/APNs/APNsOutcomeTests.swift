@@ -8,6 +8,19 @@ import Testing
         APNsOutcome.rejected(APNsRejection(status: status, reason: reason.map(APNsReason.init(rawValue:)))).action
     }
 
+    @Test func statusHeaderValuesAreReadAsDigitsOnly() {
+        func integer(_ text: String) -> Int? {
+            Array(text.utf8).withUnsafeBufferPointer { HeaderValue.integer($0) }
+        }
+        #expect(integer("200") == 200)
+        #expect(integer("0410") == 410)
+        #expect(integer("") == nil)
+        #expect(integer("20 0") == nil)
+        #expect(integer("+200") == nil)
+        #expect(integer("-1") == nil)
+        #expect(integer("1234567890") == nil)  // longer than any status: refused, not overflowed
+    }
+
     @Test func reasonsRoundTripAndUnknownOnesAreKept() {
         #expect(APNsReason.known.count == 32)
         for reason in APNsReason.known { #expect(APNsReason(rawValue: reason.rawValue) == reason) }
@@ -67,6 +80,11 @@ import Testing
                         topic: "io.example.push-type.liveactivity", priority: 10, collapseID: "s1", expiration: 99,
                         payload: "{}")
         #expect(push.path == "/3/device/abcdef")
+        var mixed = push
+        mixed.deviceToken = "00aBcD9fZz"
+        #expect(mixed.path == "/3/device/00abcd9fzz")
+        mixed.deviceToken = ""
+        #expect(mixed.path == "/3/device/")
         #expect(push.headers.map { "\($0.name)=\($0.value)" } == [
             "apns-push-type=liveactivity", "apns-topic=io.example.push-type.liveactivity", "apns-priority=10",
             "apns-collapse-id=s1", "apns-expiration=99", "content-type=application/json",
