@@ -36,7 +36,7 @@ let package = Package(
             dependencies: ["Relay", "RelayCore", "CShims", "CNGHTTP2", "COpenSSL"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
-        .executableTarget(name: "fake-apns", dependencies: ["FakeAPNs", "RelayCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        .executableTarget(name: "fake-apns", dependencies: ["FakeAPNs", "RelayCore", "CShims"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // `make bench`: the relay's APNs client under load (throughput on one connection); never shipped.
         .executableTarget(name: "prefect-push-bench", dependencies: ["Relay"], swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
