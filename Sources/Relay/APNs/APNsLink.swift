@@ -70,9 +70,10 @@ final class APNsLink {
         return true
     }
 
-    /// Takes back the box retained at submit. Returns nil if it was already taken. `closing`: nghttp2 is closing
-    /// the stream (its close callback), so it frees the stream's user data slot itself; clearing it would only cost
-    /// a lookup in the session's stream map per answer.
+    /// Takes back the box retained at submit. Returns nil if it was already taken. `closing`: called from the
+    /// stream's close callback, after which nghttp2 destroys a client session's stream at once
+    /// (`nghttp2_session_close_stream`; only a server keeps closed streams), so nothing reads its user data again and
+    /// clearing it would only cost a lookup in the session's stream map per answer.
     func takeBox(_ streamID: Int32, closing: Bool = false) -> PendingPush? {
         guard let retained = streams.removeValue(forKey: streamID) else { return nil }
         if !closing { _ = nghttp2_session_set_stream_user_data(session, streamID, nil) }
