@@ -204,7 +204,13 @@ let name = argument("--name") ?? "apns"
 let pendingArrivals = Mutex<[FakeAPNs.Request]>([])
 /// Written by the loop thread when it queues an arrival into an empty `pendingArrivals`: the main thread sleeps until
 /// then instead of looking every 2 ms (which took a slice of the cores the benchmark times 500 times a second).
-let arrivalSignal = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+/// Held open for the life of the process (-1 without --arrivals).
+let arrivalSignal = arrivals ? eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) : -1
+if arrivals && arrivalSignal < 0 {
+    // Without it the main thread would sleep for good and no arrival line would ever be written.
+    FileHandleLine.write("fake-apns: eventfd failed: \(String(cString: strerror(errno)))\n")
+    exit(1)
+}
 let identity = FakeAPNs.Identity(certificateChainPath: required("--cert"), privateKeyPath: required("--key"),
                                  jwtPublicKeyPath: required("--jwt-public-key"), keyID: required("--key-id"),
                                  teamID: required("--team-id"))

@@ -237,12 +237,9 @@ private struct FanOut {
         let first = state[index]?.firstAnswer
         state[index] = nil
         finished += 1
-        // The token's role is only worked out for a token to drop: reading it copies the whole (push, device) pair.
-        if let first {
-            return Delivery.resolve(first: first, stored: stored, second: outcome,
-                                    role: TokenRole(token: items[index].push.deviceToken, device: items[index].device))
-        }
-        return Delivery.resolve(first: outcome, stored: stored, second: nil,
+        // After a move to the other host, the first host's answer leads and this one is the second. The token's role
+        // is only worked out for a token to drop: reading it copies the whole (push, device) pair.
+        return Delivery.resolve(first: first ?? outcome, stored: stored, second: first == nil ? nil : outcome,
                                 role: TokenRole(token: items[index].push.deviceToken, device: items[index].device))
     }
 }

@@ -11,16 +11,15 @@ protocol APNsAnswerSink: AnyObject, Sendable {
 /// `@unchecked Sendable`: created with its connection and used only by that connection's loop thread.
 final class AnswerBatch: @unchecked Sendable {
     /// One entry per sink with answers this turn: as many as fan-outs under way at once, so a few, found by a scan
-    /// that starts at the last one used (answers come in runs per fan-out) rather than by hashing per answer.
+    /// rather than by hashing per answer.
     private var pending: [(sink: any APNsAnswerSink, answers: [(index: Int, answer: APNsExchange)])] = []
-    private var last = 0
 
     func add(_ answer: APNsExchange, index: Int, for sink: any APNsAnswerSink) {
-        if last >= pending.count || pending[last].sink !== sink {
-            last = pending.firstIndex { $0.sink === sink } ?? pending.count
-            if last == pending.count { pending.append((sink, [])) }
+        if let entry = pending.firstIndex(where: { $0.sink === sink }) {
+            pending[entry].answers.append((index, answer))
+        } else {
+            pending.append((sink, [(index, answer)]))
         }
-        pending[last].answers.append((index, answer))
     }
 
     /// Hands every collected answer over. Loop thread: at the start of each turn, before it sleeps, and when the loop
@@ -29,7 +28,6 @@ final class AnswerBatch: @unchecked Sendable {
         guard !pending.isEmpty else { return }
         let batches = pending
         pending.removeAll(keepingCapacity: true)
-        last = 0
         for batch in batches { batch.sink.post(batch.answers) }
     }
 }
