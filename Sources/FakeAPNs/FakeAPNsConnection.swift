@@ -9,7 +9,8 @@ final class FakeAPNsConnection {
     /// One request stream: headers and body in, response body out (read by the data provider, whose
     /// `source.ptr` borrows this object; `streams` keeps it alive until the stream closes).
     final class Stream {
-        var headers: [String: String] = [:]
+        /// Room for an APNs request's dozen headers up front: growing the table cost a rehash per request.
+        var headers = [String: String](minimumCapacity: 16)
         var body: [UInt8] = []
         var response: [UInt8] = []
         var offset = 0

@@ -18,6 +18,8 @@ final class FakeAPNsServer: @unchecked Sendable {
     private let verifier: JWTVerifier
     private let identity: FakeAPNs.Identity
     private var checkedTokens: [String: Bool] = [:]
+    /// The last `authorization` header checked and its verdict (loop thread only, like `checkedTokens`).
+    private var lastAuthorization: (header: String, valid: Bool)?
     private var connections: [FakeAPNsConnection] = []
     /// Answers scripted as `.slow`, due at a monotonic time.
     var delayed: [(due: Int64, connection: FakeAPNsConnection, stream: Int32, answer: FakeAPNs.Answer)] = []
@@ -70,7 +72,17 @@ final class FakeAPNsServer: @unchecked Sendable {
 
     /// Whether `authorization` carries a provider token signed by the test key, with numeric `iat`.
     func isValid(authorization: String?) -> Bool {
-        guard let authorization, authorization.hasPrefix("bearer ") else { return false }
+        guard let authorization else { return false }
+        // A client sends the same provider token for up to an hour: the last header checked is compared whole first,
+        // before the token is cut out and hashed for `checkedTokens`.
+        if let last = lastAuthorization, last.header == authorization { return last.valid }
+        let valid = checkedToken(authorization)
+        lastAuthorization = (authorization, valid)
+        return valid
+    }
+
+    private func checkedToken(_ authorization: String) -> Bool {
+        guard authorization.hasPrefix("bearer ") else { return false }
         let token = String(authorization.dropFirst(7))
         if let known = checkedTokens[token] { return known }
         var valid = false
