@@ -101,11 +101,9 @@ func arrivalLines(_ requests: [FakeAPNs.Request]) -> [UInt8] {
     out.reserveCapacity(requests.count * 200)
     for request in requests {
         out.append(contentsOf: "arrival ".utf8)
-        out.append(contentsOf: String(request.arrivedAtNs).utf8)  // a small String: no allocation
+        out.append(contentsOf: String(request.arrivedAtNs).utf8)
         out.append(UInt8(ascii: " "))
-        // The token is the path's last segment (`/3/device/<token>`).
-        let path = request.path.utf8
-        out.append(contentsOf: path[(path.lastIndex(of: UInt8(ascii: "/")).map(path.index(after:)) ?? path.startIndex)...])
+        out.append(contentsOf: request.token.utf8)
         out.append(UInt8(ascii: " "))
         out.append(contentsOf: (request.headers["apns-collapse-id"] ?? "-").utf8)
         out.append(UInt8(ascii: " "))
@@ -140,9 +138,9 @@ func appendRunID(of body: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
     while start + key.count <= body.count {
         if body[start..<(start + key.count)].elementsEqual(key) {
             var index = start + key.count
-            // `":"` or `\":\"`
+            // `":"`, `\":\"` or `": "`
             while index < body.count, body[index] == UInt8(ascii: "\\") || body[index] == UInt8(ascii: "\"")
-                    || body[index] == UInt8(ascii: ":") {
+                    || body[index] == UInt8(ascii: ":") || body[index] == UInt8(ascii: " ") {
                 index += 1
             }
             guard index + 36 <= body.count else { break }
