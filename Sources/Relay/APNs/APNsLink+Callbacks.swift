@@ -84,7 +84,7 @@ private func onLinkHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nght
     } else if key.elementsEqual("apns-id".utf8) {
         push.apnsID = String(decoding: bytes.prefix(64), as: UTF8.self)
     } else if key.elementsEqual("retry-after".utf8) {
-        push.retryAfter = RetryAfter.seconds(String(decoding: bytes, as: UTF8.self))
+        push.retryAfter = RetryAfter.seconds(bytes: bytes)
     }
     return 0
 }
@@ -92,15 +92,7 @@ private func onLinkHeader(_ session: OpaquePointer?, _ frame: UnsafePointer<nght
 /// Header values read straight from nghttp2's bytes.
 enum HeaderValue {
     /// A non-negative decimal of at most 9 digits (a `:status`); nil for anything else.
-    static func integer(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard !bytes.isEmpty, bytes.count <= 9 else { return nil }
-        var number = 0
-        for byte in bytes {
-            guard byte >= 0x30 && byte <= 0x39 else { return nil }
-            number = number * 10 + Int(byte - 0x30)
-        }
-        return number
-    }
+    static func integer(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? { ASCIIDecimal.value(bytes, maxDigits: 9) }
 }
 
 private func onLinkData(_ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?,
