@@ -2,6 +2,7 @@
 #define _GNU_SOURCE  /* accept4 */
 #endif
 #include "CShims.h"
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 
@@ -20,6 +21,10 @@ int CShims_SSL_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_
 void CShims_OPENSSL_free(void *p) { OPENSSL_free(p); }
 
 int CShims_prctl_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes) {
+    return mallopt(M_TRIM_THRESHOLD, trim_bytes) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_bytes) == 1 ? 0 : -1;
+}
 
 int CShims_accept_cloexec(int fd, int nonblocking) {
     return accept4(fd, NULL, NULL, SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0));

@@ -52,6 +52,7 @@ package enum RelayMain {
     /// takes SIGTERM and SIGINT even when the relay was started with them blocked (a mask inherited through exec,
     /// from a supervisor's worker thread), since every other thread of the relay blocks them.
     package static func launch() -> Never {
+        Allocator.configure()
         Signals.install()
         Task.detached { await run() }
         var none = sigset_t()

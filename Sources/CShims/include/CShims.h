@@ -30,6 +30,10 @@ void CShims_OPENSSL_free(void *p);
 /* prctl is variadic, which the importer drops. Returns prctl(PR_SET_DUMPABLE, 0)'s result. */
 int CShims_prctl_set_not_dumpable(void);
 
+/* glibc's mallopt(M_TRIM_THRESHOLD) and mallopt(M_MMAP_THRESHOLD): <malloc.h> is not in Swift's Glibc module.
+   Returns 0 when both were taken, -1 otherwise. */
+int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes);
+
 /* accept(2) whose socket is close-on-exec from the start (and non-blocking if asked): a process that both accepts
    and spawns children (the tests' fake servers) must not let a child inherit a connection in the moment between
    accept and fcntl, or the connection outlives its server's close. accept4 needs _GNU_SOURCE, hence a shim. */
