@@ -78,13 +78,13 @@ extension Coordinator {
     func requestListing() {
         lastListing = now()
         let prefect = self.prefect
-        Task {
+        Task(executorPreference: RelayExecutor.shared) {
             let body: JSONValue = ["flow_runs": ["state": ["type": ["any_": ["PAUSED"]]]], "sort": "EXPECTED_START_TIME_DESC",
                                    "limit": 200]
             switch await prefect.json("POST", "/flow_runs/filter", body: body) {
             case .success(let reply) where reply.status == 200:
                 guard let json = try? JSONParser.parse(reply.body) else { return }
-                self.listed(FlowRun.list(json: json))
+                await self.listed(FlowRun.list(json: json))
             case .success(let reply):
                 Log.warn("prefect.listing_failed", ["status": String(reply.status)])
             case .failure(let failure):
@@ -174,7 +174,7 @@ extension Coordinator {
 
     private func fetchRun(_ runID: String) {
         let prefect = self.prefect
-        Task {
+        Task(executorPreference: RelayExecutor.shared) {
             switch await prefect.flowRun(id: runID) {
             case .found(let json):
                 // An answer we can't read says nothing about the run: never end a pause on it.
@@ -182,9 +182,9 @@ extension Coordinator {
                     Log.warn("prefect.run_unreadable", ["run": runID])
                     return
                 }
-                self.fetched(runID, read)
-            case .notFound: self.fetched(runID, nil)
-            case .failed: self.runReadFailed(runID)
+                await self.fetched(runID, read)
+            case .notFound: await self.fetched(runID, nil)
+            case .failed: await self.runReadFailed(runID)
             }
         }
     }
@@ -244,12 +244,13 @@ extension Coordinator {
         }
     }
 
-    /// Runs push work off the actor, counted so shutdown can wait for it. Detached: a task made here would start
-    /// on this actor, so only once the caller's store writes are done; this one starts at once on another thread.
+    /// Runs push work off the actor, counted so shutdown can wait for it. It starts on the relay's thread once the
+    /// caller's job (its store writes) is done (`RelayExecutor`); an announce's first Prefect reads don't wait for
+    /// that, the socket's thread began them (`RunReadAhead`).
     func background(_ work: @escaping @Sendable (Notifier) async -> Void) {
         guard let notifier else { return }
         backgroundWork += 1
-        Task.detached {
+        Task.detached(executorPreference: RelayExecutor.shared) {
             await work(notifier)
             await self.finishedBackground()
         }

@@ -4,6 +4,9 @@ import RelayCore
 /// the live status `/health` reports and the metrics. The API, the events socket's messages and the notifier's
 /// APNs answers all come through it, one at a time (see `Coordinator+Watcher.swift`, `Coordinator+Devices.swift`).
 actor Coordinator {
+    /// On the relay's one executor thread, with the tasks that call it (`RelayExecutor`).
+    nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.shared.asUnownedSerialExecutor() }
+
     let store: Store
     let prefect: PrefectClient
     private let apnsConfigured: Bool

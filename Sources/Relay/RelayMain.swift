@@ -54,7 +54,7 @@ package enum RelayMain {
     package static func launch() -> Never {
         Allocator.configure()
         Signals.install()
-        Task.detached { await run() }
+        Task.detached(executorPreference: RelayExecutor.shared) { await run() }
         var none = sigset_t()
         sigemptyset(&none)
         while true { sigsuspend(&none) }
@@ -134,7 +134,7 @@ package enum RelayMain {
         let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
         let api = API(relay: relay, authorizer: authorizer, maxDevices: config.maxDevices)
         let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
-            Task { reply(await api.handle(request)) }
+            Task(executorPreference: RelayExecutor.shared) { reply(await api.handle(request)) }
         }
         // Socket messages reach the relay one at a time, in order. Bounded: if the relay ever fell this far behind,
         // the oldest events go first; the paused listing (every 60 s and on each subscribe) recovers what they carried.
@@ -165,10 +165,10 @@ package enum RelayMain {
                                    "prefect": config.prefectAPI.string, "apns": parts.apns == nil ? "off" : "on",
                                    "db": config.dbPath])
         if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
-        _ = Task {
+        _ = Task(executorPreference: RelayExecutor.shared) {
             for await message in socketMessages { await relay.received(message) }
         }
-        let ticker = Task {
+        let ticker = Task(executorPreference: RelayExecutor.shared) {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(Coordinator.tickInterval))
                 await relay.tick()

@@ -23,6 +23,9 @@ actor Authorizer {
     }
 
     static let maxConcurrentChecks = 16
+
+    /// On the relay's one executor thread (`RelayExecutor`).
+    nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.shared.asUnownedSerialExecutor() }
     static let refusalLifetime: Double = 60
 
     private var admittedCache = AuthCache(capacity: 1024)
@@ -49,7 +52,7 @@ actor Authorizer {
         } else {
             guard inFlight.count < Authorizer.maxConcurrentChecks else { return .busy }
             let check = self.check
-            task = Task { await check(authorization) }
+            task = Task(executorPreference: RelayExecutor.shared) { await check(authorization) }
             inFlight[key] = task
         }
         let result = await task.value

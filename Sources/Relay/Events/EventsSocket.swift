@@ -139,7 +139,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         deliver(.disconnected(reason: note, retryIn: delay))
         generation += 1
         let expected = generation
-        Task { [weak self] in
+        Task(executorPreference: RelayExecutor.shared) { [weak self] in
             try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             guard let self else { return }
             self.loop?.perform { if self.generation == expected { self.connect() } }

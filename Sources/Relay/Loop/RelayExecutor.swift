@@ -1,0 +1,82 @@
+import Glibc
+
+/// The one thread the relay's Swift concurrency work runs on: its actors (`Coordinator`, `Authorizer`) and every task
+/// it starts (`Task(executorPreference: RelayExecutor.shared)`), with what those await.
+///
+/// Why one thread: on the default pool an actor hop, a detached task or a continuation resumed from a loop thread
+/// woke another worker thread (about 12 wake-ups per pause, half of them between the pool's own two workers), and a
+/// wake-up on the small VMs the relay runs on costs tens of microseconds of the waker's CPU and up to ~150 µs
+/// before the woken thread runs. Here, an actor hop or a task started from this thread is a queue append; only work
+/// handed over from another thread (a loop's answer, an API request) wakes it, and only when it sleeps.
+///
+/// Nothing the relay runs on it blocks for long: SQLite waits at most its busy timeout (`Store.busyTimeoutMs`), and
+/// network I/O, TLS and HTTP/2 stay on the loop threads. The `Coordinator` and `Authorizer` actors share it, so
+/// calls between them and from the tasks need no hop at all; each still sees only its own state.
+final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
+    // @unchecked Sendable: `jobs` and `sleeping` are only touched with `mutex` held; `thread` is written once, in
+    // `init`, before any other thread can see this object.
+    static let shared = RelayExecutor()
+
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var jobs: [UnownedJob] = []
+    /// The thread waits on `condition`: the next enqueue must signal it.
+    private var sleeping = false
+    private var thread = pthread_t()
+
+    private init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+        jobs.reserveCapacity(64)
+        // The thread holds the executor for the life of the process (it is `shared`, never released).
+        let started = pthread_create(&thread, nil, { argument in
+            Unmanaged<RelayExecutor>.fromOpaque(argument!).takeUnretainedValue().run()
+            return nil
+        }, Unmanaged.passUnretained(self).toOpaque())
+        precondition(started == 0, "could not start the relay's executor thread (pthread_create: \(started))")
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        pthread_mutex_lock(mutex)
+        jobs.append(job)
+        let wake = sleeping
+        sleeping = false
+        pthread_mutex_unlock(mutex)
+        if wake { pthread_cond_signal(condition) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+
+    func asUnownedTaskExecutor() -> UnownedTaskExecutor { UnownedTaskExecutor(ordinary: self) }
+
+    func isIsolatingCurrentContext() -> Bool? { pthread_equal(pthread_self(), thread) != 0 }
+
+    func checkIsolated() {
+        precondition(pthread_equal(pthread_self(), thread) != 0, "not on the relay's executor thread")
+    }
+
+    /// Runs jobs in the order they came, taking every waiting one at each lock.
+    private func run() {
+        var batch: [UnownedJob] = []
+        batch.reserveCapacity(64)
+        let serial = asUnownedSerialExecutor()
+        let preferred = asUnownedTaskExecutor()
+        while true {
+            pthread_mutex_lock(mutex)
+            while jobs.isEmpty {
+                sleeping = true
+                pthread_cond_wait(condition, mutex)
+            }
+            sleeping = false
+            swap(&batch, &jobs)
+            pthread_mutex_unlock(mutex)
+            for job in batch { job.runSynchronously(isolatedTo: serial, taskExecutor: preferred) }
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+}
