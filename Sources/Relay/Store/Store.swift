@@ -17,19 +17,22 @@ final class Store {
     /// Copies the write-ahead log into the file off the relay's path; stopped by `stopCheckpointing()` or with the
     /// store.
     private let checkpointer: WALCheckpointer
+    /// The log's size, reported by this connection's commits to the checkpointer.
+    private let walProgress = WALProgress()
 
     /// Opens the file at `path` (creating it on first boot), sets the connection up and brings the schema to
     /// the latest version. Throws a `StoreError` naming the path, the problem and the fix; never traps on a
     /// bad file.
-    init(path: String) throws {
+    init(path: String, checkpoints: WALCheckpointer.Policy = WALCheckpointer.Policy()) throws {
         do {
             let db = try Database(path: path)
             try Store.configure(db, path: path)
             try Store.migrate(db, path: path)
             try Store.enforceForeignKeys(db)
             try Store.verify(db)
+            walProgress.watch(db)
             self.database = db
-            self.checkpointer = try WALCheckpointer(path: path)
+            self.checkpointer = try WALCheckpointer(path: path, progress: walProgress, policy: checkpoints)
         } catch let error as SQLiteError {
             throw StoreError.diagnosing(error, path: path)
         }
@@ -39,6 +42,8 @@ final class Store {
 
     /// Stops and joins the background checkpointer (the relay's stop, before its last checkpoint). Idempotent.
     func stopCheckpointing() { checkpointer.stop() }
+
+    deinit { walProgress.stopWatching(database) }
 
     /// Whether `path` still names the file this store opened. False when it was deleted or replaced underneath.
     var fileIsStillOurs: Bool {

@@ -1,16 +1,36 @@
+import CSQLite
 import Glibc
+import Synchronization
 
 /// Copies the write-ahead log back into the database file on a thread and a connection of its own, so no commit on
 /// the relay's path pays for it.
 ///
 /// SQLite's automatic checkpoint runs inside whichever commit takes the log past 1,000 pages, fsyncs included: that
 /// commit (an announce's outbox write, say) took several ms instead of ~0.1, and these were the relay's worst push
-/// latencies (p99 4.5 ms; 2.0 ms without them). `Store` turns the automatic one off; this runs a PASSIVE checkpoint
-/// every `intervalMs`, which never waits for the relay's reads and writes nor holds them up. The log is reused from
-/// its start once it has all been copied, and `Store` caps what the file keeps (`journal_size_limit`), so it stays
-/// as small as the busiest interval's writes.
+/// latencies (p99 4.5 ms; 2.0 ms without them). `Store` turns the automatic one off; this runs a PASSIVE checkpoint,
+/// which never waits for the relay's reads and writes nor holds them up, once the log holds `Policy.frames` pages or
+/// `Policy.maxAge` after the last one, whichever comes first; it looks every `intervalMs`.
+///
+/// Not every second: once a checkpoint has copied the whole log, the relay's next commit starts the log over and,
+/// with `synchronous = NORMAL`, syncs its header first: a 0.3-0.5 ms `fdatasync` on the relay's own thread. At one
+/// checkpoint a second, one pause in twenty paid it on the way to its push. The log is reused from its start and
+/// `Store` caps what the file keeps (`journal_size_limit`), so it stays near `Policy.frames` pages.
 final class WALCheckpointer: Sendable {
     static let intervalMs: Int32 = 1_000
+
+    /// When a checkpoint is due.
+    struct Policy: Sendable {
+        /// Pages in the log (4 KiB each) that call for a checkpoint: SQLite's own automatic threshold.
+        var frames = 1_000
+        /// Seconds after the last checkpoint that a log with anything new in it is checkpointed anyway, so a quiet
+        /// relay's file is up to date within this long.
+        var maxAge: Double = 30
+
+        /// Whether to checkpoint now, given the log's pages, those it held at the last checkpoint and that one's age.
+        func isDue(frames: Int, atLast: Int, secondsSince: Double) -> Bool {
+            frames != atLast && (frames >= self.frames || secondsSince >= maxAge)
+        }
+    }
 
     private struct Inbox: LoopInbox {
         var thread: pthread_t?
@@ -22,13 +42,14 @@ final class WALCheckpointer: Sendable {
 
     /// Opens the second connection and starts the thread that owns it now: a file it can't open, or a thread that
     /// can't start, fails the store's start rather than leaving a log that is never checkpointed.
-    init(path: String) throws {
+    /// `progress`: the log's pages as the relay's writing connection reports them after each commit.
+    init(path: String, progress: WALProgress, policy: Policy = Policy()) throws {
         wakeSignal = try WakeSignal()
         let connection = Connection(try Database(path: path))
         let wake = wakeSignal
         let inbox = self.inbox
         guard let thread = LoopThread.start("store.checkpointer", {
-            WALCheckpointer.run(connection.database, wake: wake, inbox: inbox)
+            WALCheckpointer.run(connection.database, progress: progress, policy: policy, wake: wake, inbox: inbox)
         }) else {
             throw StartupError("DB_PATH", "could not start the thread that checkpoints the database; check the node's thread limit")
         }
@@ -40,23 +61,29 @@ final class WALCheckpointer: Sendable {
 
     deinit { stop() }
 
-    private static func run(_ database: Database, wake: WakeSignal, inbox: Locked<Inbox>) {
+    private static func run(_ database: Database, progress: WALProgress, policy: Policy, wake: WakeSignal,
+                            inbox: Locked<Inbox>) {
         var failing = false
+        // What a previous run (or the migration) left in the log is copied at once.
+        var atLast = -1
+        var lastAt = -Double.infinity
         while !inbox.withLock({ $0.closing }) {
+            let frames = progress.frames.load(ordering: .relaxed)
+            let now = SystemClock.monotonic()
+            if policy.isDue(frames: frames, atLast: atLast, secondsSince: now - lastAt) {
+                do {
+                    try database.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    if failing { Log.info("store.checkpoint_recovered") }
+                    failing = false
+                    (atLast, lastAt) = (frames, now)
+                } catch {
+                    // The log just grows until a checkpoint succeeds again (or the relay's stop does one); said once.
+                    if !failing { Log.warn("store.checkpoint_failed", ["error": "\(error)"]) }
+                    failing = true
+                }
+            }
             var ready = pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)
-            if poll(&ready, 1, intervalMs) > 0 {
-                wake.drain()
-                continue
-            }
-            do {
-                try database.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                if failing { Log.info("store.checkpoint_recovered") }
-                failing = false
-            } catch {
-                // The log just grows until a checkpoint succeeds again (or the relay's stop does one); said once.
-                if !failing { Log.warn("store.checkpoint_failed", ["error": "\(error)"]) }
-                failing = true
-            }
+            if poll(&ready, 1, intervalMs) > 0 { wake.drain() }
         }
     }
 
@@ -65,4 +92,21 @@ final class WALCheckpointer: Sendable {
         let database: Database
         init(_ database: Database) { self.database = database }
     }
+}
+
+/// How many pages the write-ahead log holds, as the writing connection last said (`sqlite3_wal_hook`, after each
+/// commit); read by the checkpointer's thread.
+final class WALProgress: Sendable {
+    let frames = Atomic<Int>(0)
+
+    /// Reports the log's pages after each commit on `database` (the hook SQLite's automatic checkpoint would use;
+    /// `Store` turned that off). `stopWatching` must run before this object goes.
+    func watch(_ database: Database) {
+        sqlite3_wal_hook(database.handle, { context, _, _, frames in
+            Unmanaged<WALProgress>.fromOpaque(context!).takeUnretainedValue().frames.store(Int(frames), ordering: .relaxed)
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    func stopWatching(_ database: Database) { sqlite3_wal_hook(database.handle, nil, nil) }
 }

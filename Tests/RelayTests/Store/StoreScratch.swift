@@ -20,7 +20,9 @@ final class StoreScratch {
     func file(_ name: String) -> String { path + "/" + name }
 
     /// A store at `name` in this directory.
-    func store(_ name: String = "relay.db") throws -> Store { try Store(path: file(name)) }
+    func store(_ name: String = "relay.db", checkpoints: WALCheckpointer.Policy = WALCheckpointer.Policy()) throws -> Store {
+        try Store(path: file(name), checkpoints: checkpoints)
+    }
 
     /// Writes raw bytes to a file in this directory.
     func write(_ bytes: [UInt8], to name: String) throws {
