@@ -106,8 +106,10 @@ extension Coordinator {
     /// Applies the watcher's actions in order. A store write that fails stops the effect it guards and is undone
     /// in the watcher, and the run is read again on the retry schedule: the step is taken again, not forgotten.
     ///
-    /// Announces are the exception: they start first, so their Prefect reads overlap the writes. What guards them
-    /// is the announce's own outbox write, which needs the pause's record (failing without it, so the job is tried
+    /// Announces are the exception: they are not held back by the writes. A live pause's first Prefect reads are
+    /// already under way (begun on the socket's thread, `RunReadAhead`), and its job, queued first, runs on the
+    /// relay's thread as soon as this one is done (`RelayExecutor`). What guards them is the announce's own outbox
+    /// write, which needs the pause's record (failing without it, so the job is tried
     /// again once the pause is recorded) and sends nothing for a pause already announced (`Store.setProps`).
     func apply(_ actions: [Watcher.Action], receivedAt: Double = SystemClock.monotonic()) {
         for case .announce(let pause, let origin) in actions {

@@ -23,10 +23,10 @@ actor Authorizer {
     }
 
     static let maxConcurrentChecks = 16
+    static let refusalLifetime: Double = 60
 
     /// On the relay's one executor thread (`RelayExecutor`).
     nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.shared.asUnownedSerialExecutor() }
-    static let refusalLifetime: Double = 60
 
     private var admittedCache = AuthCache(capacity: 1024)
     private var refusedCache = AuthCache(capacity: 4096, lifetime: Authorizer.refusalLifetime)

@@ -17,6 +17,8 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // `init`, before any other thread can see this object.
     static let shared = RelayExecutor()
 
+    // Owned by the one instance, which lives as long as the process (`shared`; the initializer is private) and its
+    // thread never returns: the mutex and the condition are never destroyed, by design, so there is no deinit.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var jobs: [UnownedJob] = []
@@ -37,7 +39,8 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
             Unmanaged<RelayExecutor>.fromOpaque(argument!).takeUnretainedValue().run()
             return nil
         }, Unmanaged.passUnretained(self).toOpaque())
-        precondition(started == 0, "could not start the relay's executor thread (pthread_create: \(started))")
+        precondition(started == 0, "could not start the relay's executor thread (pthread_create: \(started)); "
+                     + "check the node's thread limit")
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
