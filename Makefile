@@ -39,7 +39,7 @@ CHAOS_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind release-inputs symbol-order build debug test k8s-validate run demo bench size-report chaos \
+.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind release-inputs symbol-order build debug test k8s-validate run demo bench bench-build size-report chaos \
         chaos-quick clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
@@ -170,10 +170,14 @@ deps-valgrind:
 # Automation (bench/run.py). Release builds (the relay as `make build` makes it); 127.0.0.1 only; a few minutes.
 # Prints a table, writes bench/results.json. BENCH_ARGS="--quick" for a smoke run, "--skip-real" without the
 # Prefect server. Never part of `make test`.
-bench: deps deps-bench build
+bench: bench-build
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# The three release products the benchmark runs, without running it (for an A/B: copy the relay aside, change,
+# build again, then BENCH_RELAY_BIN=<copy> and BENCH_ARGS="--only latency --latency-plan 1:300" for each).
+bench-build: deps deps-bench build
 	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push-bench
-	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # Fault injection (chaos/run.py): the relay against a real Prefect server through a TCP proxy that cuts, blackholes
 # and answers 500, and a fake APNs that is killed, answers 503, sends GOAWAY or goes silent; kill -9 mid fan-out,

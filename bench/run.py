@@ -699,6 +699,9 @@ async def main() -> None:
     parser.add_argument("--skip-real", action="store_true")
     parser.add_argument("--only", default="latency,throughput,footprint,real")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results.json"))
+    # For an A/B of one row: "--latency-plan 1:300" runs only that row (devices:pauses, comma-separated for more;
+    # "unseen" after a row's pauses, as in 1:300:unseen, makes it the run first heard of at its pause).
+    parser.add_argument("--latency-plan", default="")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     if args.skip_real:
@@ -711,9 +714,12 @@ async def main() -> None:
         if "latency" in parts:
             fake = await Fake.start()
             try:
-                plan = [(1, 50, ), (100, 20), (1000, 10)] if args.quick else [(1, 300), (100, 100), (1000, 50)]
-                results["latency"] = [await latency_for(peer, fake, work, d, n) for d, n in plan]
-                results["latency"].append(await latency_for(peer, fake, work, 1, plan[0][1], started=False))
+                plan = [(1, 50, True), (100, 20, True), (1000, 10, True), (1, 50, False)] if args.quick \
+                    else [(1, 300, True), (100, 100, True), (1000, 50, True), (1, 300, False)]
+                if args.latency_plan:
+                    plan = [(int(row.split(":")[0]), int(row.split(":")[1]), not row.endswith(":unseen"))
+                            for row in args.latency_plan.split(",")]
+                results["latency"] = [await latency_for(peer, fake, work, d, n, started=s) for d, n, s in plan]
             finally:
                 await fake.stop()
         if "throughput" in parts:
