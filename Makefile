@@ -71,7 +71,7 @@ $(PREFECT):
 $(KUBERNETES_VALIDATE): $(PREFECT)
 	$(VENV)/bin/pip install -q --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
 
-# Release: the Swift runtime, the C libraries (lws, nghttp2, OpenSSL, SQLite, jansson, cmark, libcap, zlib) and
+# Release: the Swift runtime, the C libraries (lws, nghttp2, OpenSSL, SQLite, cmark, libcap, zlib) and
 # libstdc++ are linked in statically (OpenSSL built from Debian's source with only what is used: deploy/openssl.sh),
 # so the node needs only glibc (2.36+, see PACK_RELOCS), libm and libgcc_s.
 # deploy/static-libs.sh explains how; the debug and test builds don't use it and stay dynamic.
@@ -202,17 +202,17 @@ deps-bench: deps-python
 	  $(VENV)/bin/pip install -q --disable-pip-version-check aioapns==$(AIOAPNS_VERSION)
 
 # --- Fuzzing and sanitizers -------------------------------------------------------------------------------------
-# libFuzzer harnesses (Fuzz/*Harness.swift) over the RelayCore sources plus the two C-parser readers (jansson for
-# JSON, cmark for markdown), built with `swiftc -sanitize=fuzzer,address`. `make fuzz` runs each for FUZZ_RUNS
+# libFuzzer harnesses (Fuzz/*Harness.swift) over the RelayCore sources plus cmark's markdown reader and jansson (the
+# JSON harness's reference: JSONParser must read what jansson reads), built with `swiftc -sanitize=fuzzer,address`. `make fuzz` runs each for FUZZ_RUNS
 # executions (default 10^6); `make fuzz-smoke` a few seconds each. Corpora grow in .build/fuzz/corpus/<harness>.
 FUZZ_DIR     := .build/fuzz
 FUZZ_RUNS    ?= 1000000
 FUZZ_SMOKE_SECONDS ?= 5
-FUZZ_HARNESSES := HTTP Events Text Payload APNs Response
+FUZZ_HARNESSES := HTTP Events JSON Text Payload APNs Response
 # Inputs up to 8 KiB; payload inputs up to 2 KiB (escaping already takes them past 4096 bytes, and each execution
 # then costs a quarter as much).
 FUZZ_MAX_LEN_Payload := 2048
-FUZZ_SOURCES := $(shell find Sources/RelayCore -name '*.swift') Sources/Relay/JSONParser.swift \
+FUZZ_SOURCES := $(shell find Sources/RelayCore -name '*.swift') Tests/RelayTests/Support/Jansson.swift \
                 Sources/Relay/Context/Markdown.swift Fuzz/Common.swift
 FUZZ_FLAGS   := -sanitize=fuzzer,address -parse-as-library -O -g -module-name RelayCore -package-name prefect_push -swift-version 6 \
                 -I Sources/CJansson -I Sources/CCmark -Xcc -I/usr/include -lm -suppress-warnings

@@ -16,6 +16,7 @@ let package = Package(
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // jansson: only the tests' reference for JSONParser (Tests/RelayTests/Support/Jansson.swift), never shipped.
         .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
         .systemLibrary(name: "CCmark", pkgConfig: "libcmark", providers: [.apt(["libcmark-dev"])]),
         .target(
@@ -26,7 +27,7 @@ let package = Package(
         .target(name: "RelayCore", swiftSettings: [.swiftLanguageMode(.v6)], linkerSettings: [.linkedLibrary("m")]),
         .target(
             name: "Relay",
-            dependencies: ["RelayCore", "CShims", "CWebSockets", "CNGHTTP2", "COpenSSL", "CSQLite", "CJansson", "CCmark"],
+            dependencies: ["RelayCore", "CShims", "CWebSockets", "CNGHTTP2", "COpenSSL", "CSQLite", "CCmark"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(name: "prefect-push", dependencies: ["Relay"], swiftSettings: [.swiftLanguageMode(.v6)]),

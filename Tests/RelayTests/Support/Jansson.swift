@@ -1,18 +1,19 @@
 import CJansson
 import RelayCore
 
-/// Why a JSON text was refused, with jansson's own position and message.
-package struct JSONParseError: Error, CustomStringConvertible {
-    package let message: String
-    package var description: String { message }
+/// Why jansson refused a JSON text, with its own position and message.
+struct JanssonError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
 }
 
-/// Parses JSON text with jansson into a `JSONValue`. jansson validates UTF-8 and bounds nesting
-/// (2048 levels); we cut deeper than `maxDepth` ourselves so hostile input stays cheap to walk.
-package enum JSONParser {
+/// The relay's JSON reading as it was before `JSONParser`: jansson (`json_loadb` with `JSON_DECODE_ANY |
+/// JSON_ALLOW_NUL`), its tree converted to a `JSONValue`, nesting cut at `maxDepth`. Kept as the reference the
+/// parser is held to, value for value, by the tests and the JSON fuzz harness (differential); never shipped.
+enum Jansson {
     static let maxDepth = 64
 
-    package static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    static func parse(_ bytes: [UInt8]) throws(JanssonError) -> JSONValue {
         var error = json_error_t()
         let flags = Int(JSON_DECODE_ANY | JSON_ALLOW_NUL)
         let root: UnsafeMutablePointer<json_t>? = bytes.withUnsafeBufferPointer { buffer in
@@ -23,18 +24,18 @@ package enum JSONParser {
             let text = withUnsafeBytes(of: &error.text) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            throw JSONParseError(message: "\(text) at line \(error.line) column \(error.column)")
+            throw JanssonError(message: "\(text) at line \(error.line) column \(error.column)")
         }
         defer { json_decref(root) }
         return try convert(root, depth: 0)
     }
 
-    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    static func parse(_ text: String) throws(JanssonError) -> JSONValue {
         try parse(Array(text.utf8))
     }
 
-    private static func convert(_ node: UnsafeMutablePointer<json_t>, depth: Int) throws(JSONParseError) -> JSONValue {
-        guard depth < maxDepth else { throw JSONParseError(message: "nested deeper than \(maxDepth) levels") }
+    private static func convert(_ node: UnsafeMutablePointer<json_t>, depth: Int) throws(JanssonError) -> JSONValue {
+        guard depth < maxDepth else { throw JanssonError(message: "nested deeper than \(maxDepth) levels") }
         switch node.pointee.type {
         case JSON_NULL: return .null
         case JSON_TRUE: return .bool(true)
