@@ -121,7 +121,12 @@ public enum Payloads {
     static func fitted(_ props: WaitingProps, metadata: PushMessage.Metadata,
                        build: (WaitingProps) -> JSONValue) -> PushMessage {
         func size(_ candidate: WaitingProps) -> Int { build(candidate).encoded().utf8.count }
-        func fits(_ candidate: WaitingProps) -> Bool { size(candidate) <= PushMessage.maxBytes }
+        // The message when `candidate` fits, built and encoded once (the encoding that measured it is the one sent).
+        func message(ifFitting candidate: WaitingProps) -> PushMessage? {
+            let payload = build(candidate)
+            let json = payload.encoded()
+            return json.utf8.count <= PushMessage.maxBytes ? PushMessage(payload: payload, json: json, metadata: metadata) : nil
+        }
         var props = props
         for (field, _) in cuttable {
             // No field can bring more than the whole limit; cut on a scalar boundary first so the grapheme work
@@ -130,17 +135,18 @@ public enum Payloads {
                 .boundingGraphemes()
         }
         props.ended = props.ended?.prefixScalars(utf8Bytes: 256).boundingGraphemes()
-        if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
+        if let message = message(ifFitting: props) { return message }
         for pass in 0..<2 {
             for (field, floor) in cuttable {
                 props = shortened(props, field, floorBytes: pass == 0 ? floor : 0, size: size)
-                if fits(props) { return PushMessage(payload: build(props), metadata: metadata) }
+                if let message = message(ifFitting: props) { return message }
             }
         }
         // Only the end state is left; then the data alone must fit (ids and url are bounded well below the limit).
         if let ended = props.ended {
             props.ended = ended.prefix(utf8Bytes: 64)
-            if !fits(props) { props.ended = "Ended" }
+            if let message = message(ifFitting: props) { return message }
+            props.ended = "Ended"
         }
         return PushMessage(payload: build(props), metadata: metadata)
     }

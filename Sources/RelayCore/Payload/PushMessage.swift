@@ -32,8 +32,13 @@ public struct PushMessage: Sendable, Equatable {
     public var metadata: Metadata
 
     public init(payload: JSONValue, metadata: Metadata) {
+        self.init(payload: payload, json: payload.encoded(), metadata: metadata)
+    }
+
+    /// `json` must be `payload.encoded()`: for a caller that has just encoded it (to measure it).
+    init(payload: JSONValue, json: String, metadata: Metadata) {
         self.payload = payload
-        self.json = payload.encoded()
+        self.json = json
         self.metadata = metadata
     }
 
