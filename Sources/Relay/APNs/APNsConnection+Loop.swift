@@ -4,6 +4,8 @@ import Glibc
 
 extension APNsConnection {
     func run() {
+        turn.lock()
+        defer { turn.unlock() }
         while true {
             answers.flush()
             let (incoming, closing, recycle) = takeInbox()
@@ -36,6 +38,9 @@ extension APNsConnection {
             waitForEvents(now: now)
         }
     }
+
+    /// The longest the loop sleeps while it has a link (see `waitForEvents`).
+    static let maxSleepMs: Int64 = 1_000
 
     private func openLink() {
         linksOpened += 1
@@ -105,11 +110,16 @@ extension APNsConnection {
         if let link {
             soonest(link.pingSentAt.map { $0 + Int64(options.pingTimeoutMs) } ?? nextPing(of: link))
         }
+        // A direct send may add streams while the loop sleeps without waking it: their deadlines and the busy PING
+        // are looked at within `maxSleepMs`.
+        if link != nil { timeout = timeout < 0 ? Self.maxSleepMs : min(timeout, Self.maxSleepMs) }
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         if let link {
             fds.append(pollfd(fd: link.socket.fd, events: Int16(POLLIN) | (link.wantsWrite ? Int16(POLLOUT) : 0), revents: 0))
         }
+        turn.unlock()
         let ready = poll(&fds, nfds_t(fds.count), Int32(clamping: timeout))
+        turn.lock()
         guard ready > 0 else { return }
         if fds[0].revents != 0 { drainWake() }
         if let link, fds.count > 1, fds[1].revents != 0 {

@@ -2,7 +2,8 @@ import CNGHTTP2
 import Glibc
 
 /// One live HTTP/2 connection to an APNs host: owns the TLS socket and the nghttp2 client session.
-/// Created, used and dropped by one `APNsConnection` loop thread only.
+/// Created and dropped by one `APNsConnection` loop thread, and used only with that connection's `turn` lock held
+/// (by the loop, or by a caller sending on it directly).
 ///
 /// nghttp2's session `user_data` is `self`, borrowed: the link owns the session and deletes it first in
 /// `deinit`, so no callback can outlive it.

@@ -83,7 +83,7 @@ enum APNsExchange: Sendable, Equatable {
 /// exactly once in `APNsLink.takeBox` (stream close, frame not sent, or link teardown).
 ///
 /// `@unchecked Sendable`: it is built on the caller's task and handed over through the connection's locked
-/// inbox; from then on only the connection's loop thread touches it.
+/// inbox (or its `turn` lock, sent directly); from then on it is touched only with that connection's `turn` held.
 final class PendingPush: @unchecked Sendable {
     static let maxResponseBody = 4096
 

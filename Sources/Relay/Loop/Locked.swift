@@ -28,3 +28,28 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// The lock a loop thread holds for its whole turn except while it sleeps in poll(): another thread that gets it
+/// (`tryLock`, never waiting) may work on the loop's state itself while the loop sleeps (`APNsConnection`'s direct
+/// send). A pthread mutex, for ThreadSanitizer (see `Locked`).
+///
+/// `@unchecked Sendable`: only the mutex is shared, and a mutex is made to be.
+final class TurnLock: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    /// True when the lock was free and is now held by the caller.
+    func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+}

@@ -151,6 +151,22 @@ import Testing
         #expect(harness.production.connectionCount == 1)
     }
 
+    /// A push sent from the caller's thread onto an idle link (nothing in flight, the loop asleep for its long idle
+    /// PING wait) still has its deadline kept: the loop's sleep is bounded by `maxSleepMs`, not the 45 s PING.
+    @Test func aStuckPushSentOnAnIdleLinkStillTimesOut() async throws {
+        let harness = try APNsHarness(requestTimeoutMs: 300)
+        defer { harness.stop() }
+        let stuck = APNsHarness.token(14)
+        harness.production.script(stuck, .silent)
+        #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(15))).isDelivered)
+        try await Task.sleep(nanoseconds: 100_000_000)  // the loop is back in poll() on the idle link
+        let started = SystemClock.monotonic()
+        #expect(await harness.client.send(APNsHarness.alert(stuck)) == .timedOut)
+        #expect(SystemClock.monotonic() - started < 10, "the deadline waited for something other than the bounded sleep")
+        #expect(harness.production.requests(for: stuck).count == 1)
+        #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(16))).isDelivered)
+    }
+
     @Test func slowAnswersWithinTheDeadlineArrive() async throws {
         let harness = try APNsHarness(requestTimeoutMs: 2_000)
         defer { harness.stop() }
