@@ -33,19 +33,6 @@ import Testing
         expectAgreement(Array(text.utf8), sourceLocation: sourceLocation)
     }
 
-    private static func fixtureBytes(_ path: String) -> [UInt8] {
-        guard let file = fopen(path, "rb") else { return [] }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            if count == 0 { break }
-            bytes += chunk[0..<count]
-        }
-        return bytes
-    }
-
     private static func fixtureNames() -> [String] {
         guard let dir = opendir(ContextFixtures.fixturesRoot + "prefect") else { return [] }
         defer { closedir(dir) }
@@ -65,7 +52,7 @@ import Testing
         let names = Self.fixtureNames()
         #expect(names.count >= 20, "found \(names.count) fixtures")
         for name in names {
-            let bytes = Self.fixtureBytes(ContextFixtures.fixturesRoot + "prefect/" + name)
+            let bytes = ContextFixtures.bytes("prefect/" + name)
             #expect(!bytes.isEmpty, "\(name) is empty")
             let expected = try Jansson.parse(bytes)
             let value = try JSONParser.parse(bytes)

@@ -14,9 +14,14 @@ enum ContextFixtures {
     }()
 
     static func text(_ relative: String) -> String {
+        String(decoding: bytes(relative), as: UTF8.self)
+    }
+
+    /// A fixture's bytes as stored (empty, with an issue recorded, when it is missing).
+    static func bytes(_ relative: String) -> [UInt8] {
         guard let file = fopen(fixturesRoot + relative, "rb") else {
             Issue.record("missing fixture \(relative)")
-            return ""
+            return []
         }
         defer { fclose(file) }
         var bytes: [UInt8] = []
@@ -26,7 +31,7 @@ enum ContextFixtures {
             if count == 0 { break }
             bytes += chunk[0..<count]
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     static func json(_ relative: String) -> JSONValue {
