@@ -203,8 +203,9 @@ deps-bench: deps-python
 
 # --- Fuzzing and sanitizers -------------------------------------------------------------------------------------
 # libFuzzer harnesses (Fuzz/*Harness.swift) over the RelayCore sources plus cmark's markdown reader and jansson (the
-# JSON harness's reference: JSONParser must read what jansson reads), built with `swiftc -sanitize=fuzzer,address`. `make fuzz` runs each for FUZZ_RUNS
-# executions (default 10^6); `make fuzz-smoke` a few seconds each. Corpora grow in .build/fuzz/corpus/<harness>.
+# JSON harness's reference: JSONParser must read what jansson reads), built with `swiftc -sanitize=fuzzer,address`.
+# `make fuzz` runs each for FUZZ_RUNS executions (default 10^6); `make fuzz-smoke` a few seconds each. Corpora grow in
+# .build/fuzz/corpus/<harness>.
 FUZZ_DIR     := .build/fuzz
 FUZZ_RUNS    ?= 1000000
 FUZZ_SMOKE_SECONDS ?= 5

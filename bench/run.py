@@ -717,8 +717,8 @@ async def main() -> None:
                 plan = [(1, 50, True), (100, 20, True), (1000, 10, True), (1, 50, False)] if args.quick \
                     else [(1, 300, True), (100, 100, True), (1000, 50, True), (1, 300, False)]
                 if args.latency_plan:
-                    plan = [(int(row.split(":")[0]), int(row.split(":")[1]), not row.endswith(":unseen"))
-                            for row in args.latency_plan.split(",")]
+                    rows = [row.split(":") for row in args.latency_plan.split(",")]
+                    plan = [(int(fields[0]), int(fields[1]), fields[2:] != ["unseen"]) for fields in rows]
                 results["latency"] = [await latency_for(peer, fake, work, d, n, started=s) for d, n, s in plan]
             finally:
                 await fake.stop()

@@ -112,7 +112,7 @@ extension APNsConnection {
         }
         // A direct send may add streams while the loop sleeps without waking it: their deadlines and the busy PING
         // are looked at within `maxSleepMs`.
-        if link != nil { timeout = timeout < 0 ? Self.maxSleepMs : min(timeout, Self.maxSleepMs) }
+        if link != nil { soonest(now + Self.maxSleepMs) }
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         if let link {
             fds.append(pollfd(fd: link.socket.fd, events: Int16(POLLIN) | (link.wantsWrite ? Int16(POLLOUT) : 0), revents: 0))

@@ -47,7 +47,7 @@ package final class APNsConnection: @unchecked Sendable {
     private let wakeSignal: WakeSignal
     private let inbox = Locked(Inbox())
     /// Held by the loop for its turn, released while it polls; see the type's comment. Taken before `inbox`.
-    let turn = TurnLock()
+    let turn = PthreadLock()
     /// At most this many requests at once go out from the caller's thread: a larger fan-out is encoded and written
     /// by the loop while the caller makes the rest (the two cores work side by side).
     static let directSendLimit = 8
@@ -119,14 +119,14 @@ package final class APNsConnection: @unchecked Sendable {
 
     /// Sends `pushes` on the live link from this thread when the loop is not in a turn (asleep in poll(), or about
     /// to be), nothing queued is ahead of them and the link has streams free for all of them. The loop reads their
-    /// answers; it is woken only when something is left for it (below). Its sleep is bounded (`maxSleepMs`), so the new streams' deadlines and the busy PING are kept.
-    /// False when nothing was done: the caller queues them as usual.
+    /// answers; it is woken only when something is left for it (below). Its sleep is bounded (`maxSleepMs`), so the
+    /// new streams' deadlines and the busy PING are kept. False when nothing was done: the caller queues them.
     private func sendDirectly(_ pushes: [PendingPush]) -> Bool {
         guard pushes.count <= Self.directSendLimit, turn.tryLock() else { return false }
         defer { turn.unlock() }
         guard let link, link.failure == nil, link.acceptsStreams, waiting.isEmpty,
               link.streams.count + pushes.count <= link.streamLimit(cap: options.maxConcurrentStreams),
-              inbox.withLock({ $0.thread != nil && !$0.closing && !$0.recycle && $0.pushes.isEmpty })
+              inbox.withLock({ !$0.closing && !$0.recycle && $0.pushes.isEmpty })
         else { return false }
         var refused = false
         for push in pushes {

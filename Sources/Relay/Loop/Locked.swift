@@ -7,34 +7,27 @@ import Glibc
 /// cannot see its futex lock and reports every access through it as a race; a pthread mutex it intercepts.
 /// `@unchecked Sendable`: every access to `value` happens inside `withLock`.
 package final class Locked<Value>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let lock = PthreadLock()
     private var value: Value
 
     package init(_ value: Value) {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
         self.value = value
     }
 
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
     package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock.lock()
+        defer { lock.unlock() }
         return try body(&value)
     }
 }
 
-/// The lock a loop thread holds for its whole turn except while it sleeps in poll(): another thread that gets it
-/// (`tryLock`, never waiting) may work on the loop's state itself while the loop sleeps (`APNsConnection`'s direct
-/// send). A pthread mutex, for ThreadSanitizer (see `Locked`).
+/// A pthread mutex owned by this object (destroyed and freed in `deinit`), for TSan as `Locked` says. `Locked` guards
+/// a value with it; a loop thread holds one for its whole turn except while it sleeps in poll(), so that another
+/// thread that gets it (`tryLock`, never waiting) may work on the loop's state itself meanwhile (`APNsConnection`'s
+/// direct send).
 ///
 /// `@unchecked Sendable`: only the mutex is shared, and a mutex is made to be.
-final class TurnLock: @unchecked Sendable {
+final class PthreadLock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {

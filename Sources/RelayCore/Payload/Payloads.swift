@@ -125,7 +125,8 @@ public enum Payloads {
         func message(ifFitting candidate: WaitingProps) -> PushMessage? {
             let payload = build(candidate)
             let json = payload.encoded()
-            return json.utf8.count <= PushMessage.maxBytes ? PushMessage(payload: payload, json: json, metadata: metadata) : nil
+            guard json.utf8.count <= PushMessage.maxBytes else { return nil }
+            return PushMessage(payload: payload, json: json, metadata: metadata)
         }
         var props = props
         for (field, _) in cuttable {
