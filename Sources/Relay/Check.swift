@@ -175,6 +175,11 @@ enum Check {
         case .disconnected(let reason, _)? where reason.includes("403"):
             return Line(.failed, name, "\(where_) refused the upgrade (\(reason))",
                         fix: "a proxy in front of Prefect must pass WebSocket upgrades and the Sec-WebSocket-Protocol header")
+        case .disconnected(let reason, _)? where reason.hasPrefix("timeout"):
+            return Line(.failed, name, "\(where_): \(reason)",
+                        fix: "the server took the connection but never answered: check that PREFECT_API_URL reaches "
+                            + "Prefect itself (not a proxy or load balancer that holds connections) and that the "
+                            + "server is healthy")
         case .disconnected(let reason, _)?:
             return Line(.failed, name, "\(where_): \(reason)", fix: reachFix(config))
         case .event?, nil:

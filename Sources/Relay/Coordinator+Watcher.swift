@@ -71,6 +71,7 @@ extension Coordinator {
         if time - lastListing >= interval { requestListing() }
         retryDueWork(now: time)
         flushSettled()
+        Log.writeSuppressedCounts()
         drainOutbox()
         if time - lastOutboxPrune >= 300 { pruneOutbox() }
     }

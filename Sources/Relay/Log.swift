@@ -4,8 +4,13 @@ import Synchronization
 
 /// One logfmt line per event to stderr, written with a single write(2) so lines from different threads
 /// stay whole. Never pass a credential; shorten tokens with `Log.short(_:)`.
+///
+/// Warnings and errors go through a `LogThrottle`: an event that repeats (an `accept` failing for lack of
+/// descriptors, a host that keeps refusing) writes its first lines, then one `log.suppressed` line with a count per
+/// window, so no outside party can make the relay flood its log.
 package enum Log {
     private static let minimum = Atomic<Int>(1)  // index into Config.LogLevel.allCases
+    private static let throttle = Locked(LogThrottle())
 
     package static func setLevel(_ level: Config.LogLevel) {
         minimum.store(Config.LogLevel.allCases.firstIndex(of: level)!, ordering: .relaxed)
@@ -22,10 +27,32 @@ package enum Log {
 
     static func emit(_ level: Config.LogLevel, _ event: String, _ fields: KeyValuePairs<String, String>) {
         guard isEnabled(level) else { return }
+        var held = 0
+        if level == .warn || level == .error {
+            let now = SystemClock.monotonic()
+            let verdict = throttle.withLock { $0.admit(event, now: now) }
+            guard verdict.write else { return }
+            held = verdict.suppressed
+        }
         var line = timestamp() + " " + level.rawValue + " " + event
         for (key, value) in fields where !value.isEmpty {  // an empty field says nothing
             line += " " + key + "=" + quoted(value)
         }
+        if held > 0 { line += " suppressed=" + String(held) }
+        writeLine(line)
+    }
+
+    /// One `log.suppressed` line for each event whose repeats were held back in a window that has passed. Called
+    /// from the relay's once-a-second tick, so a flood that stopped still has its count written.
+    static func writeSuppressedCounts() {
+        let now = SystemClock.monotonic()
+        for (event, count) in throttle.withLock({ $0.due(now: now) }) {
+            writeLine(timestamp() + " warn log.suppressed event=" + event + " lines=" + String(count))
+        }
+    }
+
+    private static func writeLine(_ text: String) {
+        var line = text
         line += "\n"
         var bytes = Array(line.utf8)
         bytes.withUnsafeMutableBytes { raw in

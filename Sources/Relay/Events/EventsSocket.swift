@@ -13,16 +13,38 @@ enum SocketMessage: Sendable {
     case disconnected(reason: String, retryIn: Double)
 }
 
-/// The client for Prefect's `/api/events/out` WebSocket (reference/prefect.md §1) on the loop's vhost:
+/// The client for Prefect's `/api/events/out` WebSocket (`src/prefect/server/api/events.py`) on the loop's vhost:
 /// subprotocol `prefect`, `{"type":"auth","token":…}`, then one `filter` for `prefect.flow-run.*` events with
 /// `occurred.until` a year ahead (the server applies `until` to live events too) and backfill on.
 /// Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
-/// silent (`retryPolicy`). Loop thread only, except `start()`/`stop()`, which hop onto the loop.
+/// silent (`retryPolicy`). Every stage before that has a deadline (`stageTimeout`): the TCP connect and TLS handshake
+/// and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage that runs
+/// out is a disconnect like any other, named after the stage. Loop thread only, except `start()`/`stop()`, which hop
+/// onto the loop.
+///
+/// The wsi is ours from `lws_client_connect_via_info` until the first callback that ends it: CONNECTION_ERROR,
+/// CLIENT_CLOSED, CLOSED_CLIENT_HTTP (a connection closed before its upgrade was answered, as lws's own timeout does)
+/// or, whatever came before, WSI_DESTROY. Past that point lws has freed it, so `wsi` is cleared there and nothing
+/// touches it again.
 final class EventsSocket: LWSHandler, @unchecked Sendable {
     let protocolName = "prefect"
     static let maxMessage = 1024 * 1024
 
-    private enum Phase { case idle, connecting, authenticating, subscribed }
+    /// Where a connection is; each stage before `subscribed` has `stageTimeout` to finish.
+    private enum Phase {
+        case idle, connecting, upgrading, authenticating, subscribed
+
+        /// What did not finish when a connection ended in this phase after its deadline.
+        var stalledStage: String {
+            switch self {
+            case .idle, .connecting: "the TCP connect or TLS handshake"
+            case .upgrading: "the WebSocket upgrade (no HTTP answer)"
+            case .authenticating, .subscribed: "the auth message (no auth_success)"
+            }
+        }
+    }
+    /// Seconds each stage may take: lws's `timeout_secs` on this loop's context, and the auth reply's own timer.
+    static let stageTimeout: Int32 = 10
 
     weak var loop: WebSocketsLoop?
     private let url: HTTPURL
@@ -39,6 +61,11 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
 
     private var wsi: OpaquePointer?
     private var phase = Phase.idle
+    private var stageStarted = 0.0
+    /// Failed connects since the last subscription, and when one was last logged at warn level (at most once a
+    /// minute after the first, so a Prefect that stays away writes a line a minute, not one per attempt).
+    private var failedConnects = 0
+    private var lastFailureLogged = -Double.infinity
     private var outbox: [String] = []
     private var inbox: [UInt8] = []
     private var lastOccurred: String?
@@ -107,7 +134,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         info.protocol = UnsafePointer(cStrings[3])
         info.local_protocol_name = UnsafePointer(cStrings[3])
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
-        phase = .connecting
+        enter(.connecting)
         closeNote = nil
         var created: OpaquePointer?
         // lws writes the new wsi through `pwsi` during this call only (connect.c@v4.1.6): the pointer stays inside
@@ -125,7 +152,14 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         }
     }
 
+    private func enter(_ next: Phase) {
+        phase = next
+        stageStarted = SystemClock.monotonic()
+    }
+
     private func disconnected(_ reason: String) {
+        let endedIn = phase
+        let stalled = endedIn != .subscribed && SystemClock.monotonic() - stageStarted >= Double(EventsSocket.stageTimeout) - 0.5
         wsi = nil
         phase = .idle
         outbox.removeAll()
@@ -135,7 +169,9 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         if SocketMessage.isAuthRejection(closeNote ?? reason) {
             delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
         }
-        let note = closeNote ?? reason
+        let note = closeNote ?? (stalled ? "timeout: \(endedIn.stalledStage) did not finish within "
+                                         + "\(EventsSocket.stageTimeout) s" : reason)
+        if endedIn != .subscribed { connectFailed(note, retryIn: delay) }
         deliver(.disconnected(reason: note, retryIn: delay))
         generation += 1
         let expected = generation
@@ -152,9 +188,12 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         guard let wsi, wsi == self.wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR else { return 0 }
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            enter(.upgrading)
             return appendHeaders(wsi, input, length)
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
-            phase = .authenticating
+            enter(.authenticating)
+            // lws times the connect and the upgrade; the auth reply is timed here, cleared by auth_success.
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, EventsSocket.stageTimeout)
             let token: JSONValue = authToken.map { .string($0) } ?? .null
             send(JSONValue.object(["type": "auth", "token": token]).encoded())
         case LWS_CALLBACK_CLIENT_RECEIVE:
@@ -172,6 +211,12 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             disconnected(message)
         case LWS_CALLBACK_CLIENT_CLOSED:
             disconnected("closed")
+        case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
+            // Closed before the upgrade was answered: lws's own deadline, or the server hung up on the request.
+            disconnected("closed before the upgrade was answered")
+        case LWS_CALLBACK_WSI_DESTROY:
+            // Only reached for a wsi still ours: lws is freeing one that ended without any callback above.
+            disconnected("connection ended")
         default:
             break
         }
@@ -239,8 +284,11 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         }
         switch message["type"]?.string {
         case "auth_success":
-            phase = .subscribed
+            enter(.subscribed)
+            if let wsi { lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0) }
             refusalLogged = false
+            failedConnects = 0
+            lastFailureLogged = -Double.infinity
             backoff.connected()
             send(filterMessage())
             deliver(.subscribed)
@@ -250,6 +298,23 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             deliver(.event(event))
         default:
             Log.debug("events.ignored", ["type": message["type"]?.string ?? "?"])
+        }
+    }
+
+    /// A connection that ended before it was subscribed: the first of a run of failures is a warning, then one a
+    /// minute with the count (a refused credential has its own error line, `refused`).
+    private func connectFailed(_ reason: String, retryIn: Double) {
+        failedConnects += 1
+        guard !SocketMessage.isAuthRejection(reason) else { return }
+        let fields: KeyValuePairs<String, String> = [
+            "url": (url.tls ? "wss://" : "ws://") + url.authority + url.path + "/events/out", "reason": reason,
+            "attempts": String(failedConnects), "retry_in_ms": String(Int(retryIn * 1000)),
+        ]
+        if SystemClock.monotonic() - lastFailureLogged >= 60 {
+            lastFailureLogged = SystemClock.monotonic()
+            Log.warn("events.connect_failed", fields)
+        } else {
+            Log.debug("events.connect_failed", fields)
         }
     }
 

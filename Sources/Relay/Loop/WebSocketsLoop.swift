@@ -14,7 +14,7 @@ protocol LWSHandler: AnyObject {
 
 /// Owns one `lws_context` and the thread that services it: the relay runs two, one for its own Prefect
 /// connections (REST client and events socket, no listener) and one for the HTTP API server (a raw listener), so
-/// clients of the API can never starve the relay's own connections of service time or lws resources (DESIGN.md §1: lws is single-threaded). From any other thread only `perform(_:)` and
+/// clients of the API can never starve the relay's own connections of service time or lws resources (one thread per lws context). From any other thread only `perform(_:)` and
 /// `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
 /// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
@@ -83,7 +83,8 @@ final class WebSocketsLoop: @unchecked Sendable {
         // lws would parse the whole system bundle into its client context (SSL_CTX_set_default_verify_paths);
         // the directory goes in instead, from the callback lws makes once the context exists.
         if clientRootsDirectory != nil { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS) }
-        info.timeout_secs = 10
+        // The deadline of each stage of a client connection (TCP, TLS, the upgrade's answer): `EventsSocket`'s.
+        info.timeout_secs = UInt32(EventsSocket.stageTimeout)
         info.keepalive_timeout = 5
         info.max_http_header_data = 8192
         info.max_http_header_pool = 64
