@@ -15,7 +15,8 @@ Per scenario, one line and an entry in chaos/results.json:
   st-missed, st-dup   the same for Live Activity starts (every device has a push-to-start token)
   p50, max    pause_flow_run called -> the last device's first accepted alert, over the pauses nobody missed
 
-Exit code 1 if any scenario missed an alert, missed its target (socket-cuts: p50 <= 3 s, max <= 15 s; db-deleted:
+Exit code 1 if any scenario missed an alert, missed its target (socket-cuts: p50 <= 3 s, max <= 15 s; fd-exhaustion:
+< 0.1 core, <= 40 log lines, no exit and the next pause in <= 5 s under RLIMIT_NOFILE 128; db-deleted:
 the relay exits non-zero) or failed to run; all results are printed first.
 
 Options: --quick (a smoke run: one kill round, 20 s of cuts, short scenarios only), --only name,name, --seed N.
@@ -106,7 +107,7 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def bring_up(ctx: Context, name: str, count: int, db_dir: str | None = None):
+async def bring_up(ctx: Context, name: str, count: int, db_dir: str | None = None, prefix: tuple = ()):
     """Fake APNs, proxy, relay (subscribed) and `count` registered phones; everything stopped on the way out."""
     work = os.path.join(ctx.work, name)
     os.makedirs(work, exist_ok=True)
@@ -118,7 +119,7 @@ async def bring_up(ctx: Context, name: str, count: int, db_dir: str | None = Non
         await fake.start()
         await proxy.start()
         relay = Relay(ctx.relay_bin, work, f"http://127.0.0.1:{proxy.port}/api", fake.port,
-                      os.path.join(db_dir or work, "relay.db"))
+                      os.path.join(db_dir or work, "relay.db"), prefix)
         await relay.start()
         phones = devices(count)
         await relay.register(phones)
@@ -425,13 +426,87 @@ async def db_deleted(ctx: Context) -> dict:
                 "target_met": code not in (None, 0)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def open_idle(port: int, count: int) -> list:
+    """`count` connections to 127.0.0.1:port that never send a byte (connects the kernel completes from the
+    backlog count too, accepted or not)."""
+    import socket
+    held = []
+    for _ in range(count):
+        s = socket.socket()
+        s.setblocking(False)
+        with contextlib.suppress(BlockingIOError, OSError):
+            s.connect(("127.0.0.1", port))
+        held.append(s)
+    return held
+
+
+async def fd_exhaustion(ctx: Context) -> dict:
+    """The relay under RLIMIT_NOFILE 128 while 300 idle connections hold its API port for 15 s, refreshed as the
+    relay closes them; meanwhile the fake APNs is killed and restarted and Prefect's connections are cut, so the
+    relay's own sockets must be opened again at the limit. Expected: under a tenth of a core, a handful of log lines,
+    no exit, and the pause made after the connections close announced at once (max <= 5 s)."""
+    limit, idle, span = 128, 300, 15
+    prefix = ("prlimit", f"--nofile={limit}:{limit}", "--")
+    async with bring_up(ctx, "fd-exhaustion", 5, prefix=prefix) as stack:
+        pauser = await stack.pauser()
+        relay = stack.relay
+        lines_before = len(open(relay.log_path, "rb").read().splitlines())
+        cpu_before, started = cpu_seconds(relay.process.pid), time.monotonic()
+        held = open_idle(relay.port, idle)
+        refreshed = 0
+        await asyncio.sleep(2)
+        await stack.fake.die()
+        stack.proxy.cut()
+        await asyncio.sleep(1)
+        await stack.fake.start()
+        while time.monotonic() - started < span:
+            await asyncio.sleep(1)
+            # The relay closes idle connections after its header deadline: open them again, as a flood would.
+            for i, s in enumerate(held):
+                try:
+                    if s.recv(1, __import__("socket").MSG_DONTWAIT | __import__("socket").MSG_PEEK) == b"":
+                        s.close()
+                        held[i] = open_idle(relay.port, 1)[0]
+                        refreshed += 1
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s.close()
+                    held[i] = open_idle(relay.port, 1)[0]
+                    refreshed += 1
+        alive = relay.process.returncode is None
+        cpu = (cpu_seconds(relay.process.pid) - cpu_before) / (time.monotonic() - started) if alive else None
+        for s in held:
+            s.close()
+        lines = open(relay.log_path, "rb").read().splitlines()[lines_before:]
+        await asyncio.sleep(1)
+        pause = await pauser.pause()
+        deadline = time.monotonic() + WINDOW
+        await stack.settle([pause], deadline)
+        result = tally(stack, [pause], [deadline])
+        latency = result.get("latency_s")
+        met = bool(alive and cpu is not None and cpu < 0.1 and len(lines) <= 40 and latency and latency["max"] <= 5)
+        return {**result, "cpu_cores": round(cpu, 3) if cpu is not None else None, "log_lines": len(lines),
+                "alive": alive, "target_met": met,
+                "note": f"{'alive' if alive else 'DIED'}; {cpu if cpu is None else round(cpu, 3)} of a core, "
+                        f"{len(lines)} log lines in {span} s ({refreshed} idle connections reopened); "
+                        f"target < 0.1 core, <= 40 lines, next pause <= 5 s {'met' if met else 'NOT met'}"}
+
+
 SCENARIOS = {
     "baseline": baseline, "relay-kill": relay_kill, "apns-kill": apns_kill, "apns-503": apns_503, "rest-500": rest_500,
     "sqlite-lock": sqlite_lock, "disk-full": disk_full, "socket-cuts": socket_cuts,
     "events-blackhole": events_blackhole, "apns-silence": apns_silence, "db-deleted": db_deleted,
-    "apns-goaway": apns_goaway,
+    "apns-goaway": apns_goaway, "fd-exhaustion": fd_exhaustion,
 }
-QUICK = ["baseline", "relay-kill", "rest-500", "socket-cuts", "db-deleted"]
+QUICK = ["baseline", "relay-kill", "rest-500", "socket-cuts", "db-deleted", "fd-exhaustion"]
 
 
 # MARK: - report

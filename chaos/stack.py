@@ -254,8 +254,10 @@ class Relay:
     """The relay under test (CHAOS_RELAY_BIN): Prefect through the proxy, APNs at the fake, its own DB and port.
     Started again with the same environment after a kill, as a supervisor would."""
 
-    def __init__(self, binary: str, work: str, prefect_url: str, apns_port: int, db_path: str):
+    def __init__(self, binary: str, work: str, prefect_url: str, apns_port: int, db_path: str,
+                 prefix: tuple = ()):
         self.binary = binary
+        self.prefix = prefix  # a command the relay runs under, e.g. prlimit for a low descriptor limit
         self.port = free_port()
         self.log_path = os.path.join(work, "relay.log")
         self.db_path = db_path
@@ -270,7 +272,7 @@ class Relay:
         """Starts it and waits until /health says it is subscribed to the events socket."""
         if self.process:
             await stop(self.process)  # one that exited or was killed: forget it
-        self.process = await spawn(self.binary, env=self.env, log_path=self.log_path)
+        self.process = await spawn(*self.prefix, self.binary, env=self.env, log_path=self.log_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.returncode is not None:

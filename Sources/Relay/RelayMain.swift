@@ -66,8 +66,10 @@ package enum RelayMain {
         let config: Config
         do { config = try Config(environment: environment()) } catch { fail(error.description) }
         Log.setLevel(config.logLevel)
+        let budget = Descriptors.prepare()
+        await Descriptors.warmUpDispatch()
         let parts = await build(config)
-        let running = start(parts, config: config)
+        let running = start(parts, config: config, budget: budget)
         let stopSignal = await Signals.next()
         Log.info("relay.stopping", ["signal": stopSignal == SIGTERM ? "SIGTERM" : "SIGINT"])
         await stop(running, parts)
@@ -129,11 +131,14 @@ package enum RelayMain {
         let ticker: Task<Void, Never>
     }
 
-    private static func start(_ parts: Parts, config: Config) -> Running {
+    private static func start(_ parts: Parts, config: Config, budget: DescriptorBudget) -> Running {
         let (relay, prefect) = (parts.relay, parts.prefect)
         let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
         let api = API(relay: relay, authorizer: authorizer, maxDevices: config.maxDevices)
-        let server = HTTPServer(router: Router(basePath: config.basePath)) { request, reply in
+        var limits = HTTPServer.Limits()
+        limits.maxConnections = budget.apiConnections
+        limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
+        let server = HTTPServer(router: Router(basePath: config.basePath), limits: limits) { request, reply in
             Task(executorPreference: RelayExecutor.shared) { reply(await api.handle(request)) }
         }
         // Socket messages reach the relay one at a time, in order. Bounded: if the relay ever fell this far behind,
@@ -151,7 +156,8 @@ package enum RelayMain {
         do {
             loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
                                                       clientTLS: config.prefectAPI.tls), handlers: [events])
-            apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true),
+            apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true,
+                                                         maxConnections: budget.apiConnections),
                                          handlers: [server])
         } catch {
             fail("\(error)")

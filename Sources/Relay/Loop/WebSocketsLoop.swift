@@ -30,6 +30,9 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// The listener hands every accepted socket, raw, to the first handler (the HTTP API frames HTTP itself):
         /// no lws HTTP parsing, header-table pool or WebSocket upgrade on that port.
         var rawListener = false
+        /// With a listener: the connections it may hold. lws stops polling the listener once its thread holds this
+        /// many (plus a few of its own), so a full API waits in the kernel's backlog instead of failing `accept`.
+        var maxConnections: Int? = nil
     }
 
     private var context: OpaquePointer?
@@ -99,6 +102,8 @@ final class WebSocketsLoop: @unchecked Sendable {
             info.listen_accept_protocol = protocols[0].name
             // Liveness of API connections is the handler's own (header and body deadlines).
             info.timeout_secs = 5
+            // The listener, lws's wake-up pipe and room for the one `HTTPServer.adopt` closes to make space.
+            if let maxConnections = settings.maxConnections { info.fd_limit_per_thread = UInt32(maxConnections + 8) }
         }
         let created: OpaquePointer? = lws_create_context(&info)
         guard let created else {
