@@ -3,7 +3,7 @@
 One asyncio listener on 127.0.0.1 serves both, as Prefect does under one API root:
 
 * `GET /api/events/out` with subprotocol `prefect`: auth -> auth_success -> filter, then the events the benchmark
-  emits (reference/prefect.md §1). The frame is encoded first; the send time is `time.monotonic_ns()` taken right
+  emits (src/prefect/server/api/events.py). The frame is encoded first; the send time is `time.monotonic_ns()` taken right
   before the write (CLOCK_MONOTONIC, the clock the fake APNs stamps arrivals with).
 * Standalone (`python3 bench/peer.py PORT`, used by the metrics test): `POST /control/pause` emits a new pause,
   `POST /control/resume/{run}` its Running event.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Prefect Cloud stand-in for tests: a reverse proxy in front of a real local Prefect server that talks to its
 clients the way Prefect Cloud does, as far as the `prefect` client library shows (prefect/events/clients.py,
-prefect/client/base.py; reference/prefect.md §8). Standard library only.
+prefect/client/base.py; README "Prefect Cloud"). Standard library only.
 
     cloud_standin.py --upstream http://127.0.0.1:4200/api --key KEY [--upstream-auth user:pass]
                      [--host 127.0.0.1] [--port 0] [--account UUID] [--workspace UUID] [--url-file PATH]

@@ -13,7 +13,7 @@ enum Allocator {
     /// 1,000-device fan-out several times, on the path to the pushes. 1 MB holds a pause's churn in place; the
     /// `mmap` threshold is fixed above it (setting the first stops glibc raising the second by itself), so the
     /// fan-out's arrays come from the arenas rather than from a map and unmap each. The resident size after a
-    /// 10k-device fan-out is the same within 0.3 MB (README "Benchmark"). Overrides `GLIBC_TUNABLES`' two settings.
+    /// 10k-device fan-out is the same within 0.3 MB (`docs/benchmarks.md`). Overrides `GLIBC_TUNABLES`' two settings.
     static func configure() {
         // Refused only for values out of range; the defaults then stay, which cost time, not correctness.
         _ = CShims_malloc_set_thresholds(trimThreshold, mmapThreshold)

@@ -2,7 +2,7 @@ import RelayCore
 
 /// What the socket has told about a run's custom events and artifacts, for an announce that wants its context, and
 /// the wait for one that comes late: an announce with no context may wait (bounded) for a custom event that the
-/// flow sent just before its pause but that reaches the socket just after it (reference/prefect.md §7.6). The wait
+/// flow sent just before its pause but that reaches the socket just after it (`docs/architecture.md`). The wait
 /// ends when such an event arrives (`received` wakes it), not on a poll. One that comes after the announce built its
 /// props has them built again (`refreshIfBehind`: a `PauseJob.Kind.refresh`).
 extension Coordinator {

@@ -1,6 +1,6 @@
 import RelayCore
 
-/// Turns the watcher's announce / remind / end decisions into APNs pushes (DESIGN.md §5): gathers the context,
+/// Turns the watcher's announce / remind / end decisions into APNs pushes: gathers the context,
 /// builds one `WaitingProps` per pause, writes every device's push to the outbox (through the relay, which owns
 /// the store), then fans out to every device at once over the shared connections. Runs off the relay actor.
 struct Notifier: Sendable {
@@ -174,8 +174,8 @@ struct Notifier: Sendable {
             : await relay.liveEvents(runID: pause.runID)
         var text = Notifier.adding(live, to: &context)
         if announcing && text.contextSource == .none && read.mayWait {
-            // A custom event emitted just before the pause can reach the socket just after it (reference/prefect.md
-            // §7.6). For a flow known to send one (or never seen), give it until `eventGrace` after the Paused event
+            // A custom event emitted just before the pause can reach the socket just after it (seen 216 ms
+            // late). For a flow known to send one (or never seen), give it until `eventGrace` after the Paused event
             // arrived, looking again each time something comes for the run; a flow known to send none doesn't wait.
             let deadline = receivedAt + Notifier.eventGrace
             while text.contextSource == .none && SystemClock.monotonic() < deadline {

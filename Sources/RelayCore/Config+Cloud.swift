@@ -1,4 +1,4 @@
-/// Prefect Cloud (reference/prefect.md §8): a workspace's API root, `PREFECT_API_KEY`, and the credential each
+/// Prefect Cloud (README "Prefect Cloud"): a workspace's API root, `PREFECT_API_KEY`, and the credential each
 /// Prefect call carries. Pure, like the rest of `Config`.
 
 /// A Prefect API key (`PREFECT_API_KEY`). It prints as a placeholder, so interpolating a `Config` or the key itself

@@ -1,4 +1,4 @@
-/// Everything the relay is told by its environment (DESIGN.md §2). Parsing is pure: the caller passes the
+/// Everything the relay is told by its environment (README "Configuration"). Parsing is pure: the caller passes the
 /// environment as a dictionary, and a bad value comes back as a `ConfigError` naming the variable and the fix.
 public struct Config: Sendable, Equatable {
     public enum LogLevel: String, Sendable, Comparable, CaseIterable {

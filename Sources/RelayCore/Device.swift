@@ -5,7 +5,7 @@ public enum APNsEnvironment: String, Sendable, Equatable, CaseIterable {
     public var other: APNsEnvironment { self == .development ? .production : .development }
 }
 
-/// A phone as registered through `POST /devices` (DESIGN.md §3): validated, not yet stored.
+/// A phone as registered through `POST /devices` (README "API"): validated, not yet stored.
 public struct DeviceRegistration: Sendable, Equatable {
     public var id: String
     public var token: String
@@ -54,7 +54,7 @@ public struct Device: Sendable, Equatable {
     }
 }
 
-/// One pause as the store keeps it (DESIGN.md §6): keyed by the PAUSED state's id. Times are unix seconds.
+/// One pause as the store keeps it (table `pauses`): keyed by the PAUSED state's id. Times are unix seconds.
 public struct PauseRecord: Sendable, Equatable {
     public var stateID: String
     public var runID: String

@@ -1,6 +1,6 @@
 import RelayCore
 
-/// The API's behaviour once a request is framed (DESIGN.md §3): credential, body, then the relay.
+/// The API's behaviour once a request is framed (README "API"): credential, body, then the relay.
 /// Runs on the cooperative pool; the loop thread only frames and writes.
 struct API: Sendable {
     let relay: Coordinator

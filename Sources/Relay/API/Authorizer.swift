@@ -2,7 +2,7 @@ import COpenSSL
 import Glibc
 import RelayCore
 
-/// Decides whether a caller may use the API by asking Prefect (DESIGN.md §3): the caller's Authorization header
+/// Decides whether a caller may use the API by asking Prefect: the caller's Authorization header
 /// is forwarded to `POST /flows/count`; 2xx admits, 401/403 refuses. Prefect unreachable (or answering oddly) is a
 /// 503 and is never cached. Hardened against callers who aren't admitted (issue 11):
 ///

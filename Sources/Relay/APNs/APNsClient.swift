@@ -1,7 +1,7 @@
 import RelayCore
 
 /// The relay's APNs side: one connection per host (production and development), one provider token shared
-/// by both, and the answer rules of DESIGN.md §5. Safe from any task.
+/// by both, and the answer rules (`docs/architecture.md`, "APNs"). Safe from any task.
 ///
 /// `send` applies the retry rules (403 provider-token errors: re-sign and retry once; 429, 5xx and
 /// unreachable: bounded backoff). `deliver` adds the device rules and returns the store effect for the

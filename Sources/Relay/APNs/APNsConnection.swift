@@ -149,8 +149,8 @@ package final class APNsConnection: @unchecked Sendable {
     }
 
     /// Stops opening streams on the current link and moves new ones to a fresh link; streams in flight
-    /// finish where they are. For provider-token errors, after which APNs may "wedge" a connection
-    /// (apns.md §6.2). Safe from any thread.
+    /// finish where they are. For provider-token errors, after which APNs may "wedge" a connection.
+    /// Safe from any thread.
     func recycle() {
         inbox.withLock { $0.recycle = true }
         wake()

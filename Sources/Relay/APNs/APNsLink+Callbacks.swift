@@ -9,7 +9,7 @@ extension APNsLink {
     /// Builds the request headers and submits them with the body as a data provider. Returns the stream id
     /// or a negative nghttp2 error.
     func submitRequest(_ request: APNsRequest, authority: String, box: UnsafeMutableRawPointer) -> Int32 {
-        // Pseudo-headers first, then the request's prebuilt fields; :path without indexing (apns.md §1, HPACK).
+        // Pseudo-headers first, then the request's prebuilt fields; :path without indexing (as Apple asks; HPACK).
         var path = request.path
         var authority = authority
         return path.withUTF8 { path in

@@ -16,7 +16,7 @@ final class APNsLink {
     private(set) var streams: [Int32: Unmanaged<PendingPush>] = [:]
     /// Pushes this link will not answer but that never reached APNs (refused, or not sent): resend elsewhere.
     var resend: [PendingPush] = []
-    /// A 200 arrived, so APNs accepts our token: use the peer's stream limit instead of one (apns.md §1).
+    /// A 200 arrived, so APNs accepts our token: use the peer's stream limit instead of one.
     var confirmed = false
     /// GOAWAY seen (or stream ids ran out): no new streams here.
     var goingAway = false

@@ -1,7 +1,7 @@
 import Glibc
 import RelayCore
 
-/// The one provider token the process shares across both APNs hosts (apns.md §2: sharing one token avoids
+/// The one provider token the process shares across both APNs hosts (sharing one token avoids
 /// `TooManyProviderTokenUpdates`). Safe from any thread; signing happens under the lock, which also keeps
 /// concurrent 403s from re-signing more than once.
 final class JWTSigner: Sendable {

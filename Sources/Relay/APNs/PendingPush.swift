@@ -18,7 +18,7 @@ struct APNsRequest: Sendable {
 }
 
 /// Request headers (plus `content-length`) in one immutable byte buffer, ready to hand to nghttp2 as `nghttp2_nv`s.
-/// Apple asks for `authorization` as a literal without indexing (apns.md §1, HPACK).
+/// Apple asks for `authorization` as a literal without indexing (HPACK; "Sending notification requests to APNs").
 struct HeaderFields: Sendable {
     private struct Span: Sendable {
         let name: Range<Int>

@@ -1,8 +1,8 @@
 import RelayCore
 
-/// Reads everything an alert is made from (reference/prefect.md §3), concurrently: the run, its flow, its input
+/// Reads everything an alert is made from, concurrently: the run, its flow, its input
 /// rows, its artifacts and the recent events naming it. Handles the two read traps of a real server
-/// (DESIGN.md §4): the run can lag its own Paused event, and input rows land after the event, in two steps.
+/// (`docs/architecture.md`): the run can lag its own Paused event, and input rows land after the event, in two steps.
 struct ContextGatherer: Sendable {
     let prefect: PrefectClient
     /// The run reads begun as their Paused events were parsed: a pause's first run read is taken from here.

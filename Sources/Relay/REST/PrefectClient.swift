@@ -1,6 +1,6 @@
 import RelayCore
 
-/// REST calls to the watched Prefect server (DESIGN.md §1), over kept-alive connections (`HTTPPool`).
+/// REST calls to the watched Prefect server, over kept-alive connections (`HTTPPool`).
 /// The relay's own calls carry `Config.prefectAuthorization`: `Bearer <PREFECT_API_KEY>` for Prefect Cloud, or
 /// `Basic base64(PREFECT_API_AUTH_STRING)`; the credential check forwards the caller's header instead. 503
 /// (Prefect's SQLite "database is locked") and 429 (a rate limit) are

@@ -4,7 +4,7 @@ extension Store {
     ///
     /// Tables are STRICT so a wrong-typed value is an error, not a silent conversion.
     static let migrations: [String] = [
-        // v1: DESIGN.md §6.
+        // v1: devices, their Live Activity tokens, and the pauses seen (`docs/architecture.md`, "The store").
         """
         CREATE TABLE devices (
             id TEXT PRIMARY KEY NOT NULL,

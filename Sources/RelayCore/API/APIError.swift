@@ -1,5 +1,5 @@
 /// An API answer that is an error: the status and a message that says what is wrong and how to fix it.
-/// Rendered as `{"error": "..."}` (DESIGN.md §3).
+/// Rendered as `{"error": "..."}` (README "API" lists the statuses).
 public struct APIError: Error, Sendable, Equatable {
     public let status: Int
     public let message: String

@@ -1,4 +1,4 @@
-/// Prefect's answers to "may this Authorization header in?", remembered for five minutes (DESIGN.md §3).
+/// Prefect's answers to "may this Authorization header in?", remembered for five minutes (`Authorizer`).
 /// Keyed by a hash of the header, never the header itself; only definite answers (admit or refuse) are stored —
 /// an unreachable Prefect is never cached. Bounded: expired entries go first, then the oldest.
 public struct AuthCache: Sendable {

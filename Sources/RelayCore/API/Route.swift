@@ -1,4 +1,4 @@
-/// The HTTP API's routes (DESIGN.md §3), matched from a method and a raw path under `BASE_PATH`.
+/// The HTTP API's routes (README "API"), matched from a method and a raw path under `BASE_PATH`.
 public enum Route: Sendable, Equatable {
     case health
     case metrics

@@ -1,4 +1,4 @@
-/// Validation of API input (DESIGN.md §3). Every failure names the field and the rule, so a caller can fix it.
+/// Validation of API input (README "API"). Every failure names the field and the rule, so a caller can fix it.
 public enum Validation {
     public static let maxBody = 64 * 1024
 

@@ -36,7 +36,7 @@ public enum APNsOutcome: Sendable, Equatable {
         }
     }
 
-    /// What to do about it (apns.md §3 table; DESIGN.md §5).
+    /// What to do about it (Apple's table of reasons; `docs/architecture.md`, "APNs").
     public var action: APNsAction {
         switch self {
         case .delivered:
@@ -114,7 +114,7 @@ public struct RetryPolicy: Sendable, Equatable {
     }
 }
 
-/// One push's way through the retry rules (DESIGN.md §5): a provider-token error re-signs and tries once more;
+/// One push's way through the retry rules: a provider-token error re-signs and tries once more;
 /// a `retryLater` answer waits per `RetryPolicy` (at least its `Retry-After`, within reason) and tries again.
 /// Pure; shared by single sends and fan-outs.
 public struct RetryState: Sendable, Equatable {

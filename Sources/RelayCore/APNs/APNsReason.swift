@@ -1,5 +1,5 @@
-/// The `reason` string of an APNs error answer (apns.md §3). Reasons Apple adds later are kept as
-/// `.unknown(...)` rather than dropped, so logs still show them.
+/// The `reason` string of an APNs error answer (Apple: "Handling notification responses from APNs").
+/// Reasons Apple adds later are kept as `.unknown(...)` rather than dropped, so logs still show them.
 public enum APNsReason: Sendable, Hashable, RawRepresentable, CustomStringConvertible {
     case badCollapseID, badDeviceToken, badExpirationDate, badMessageID, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken

@@ -12,7 +12,7 @@ public struct Delivery: Sendable, Equatable {
     }
 }
 
-/// A change to the device registry that an APNs answer calls for (DESIGN.md §5).
+/// A change to the device registry that an APNs answer calls for (`docs/architecture.md`, "APNs").
 public enum DeliveryEffect: Sendable, Equatable {
     case none
     /// The token was accepted by the other host: store this environment and keep the device.

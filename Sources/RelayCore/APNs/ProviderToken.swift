@@ -27,7 +27,7 @@ public struct ProviderTokenClaims: Sendable, Equatable {
     }
 }
 
-/// When to re-sign the shared provider token (apns.md §2): at most once per 20 minutes and at least once
+/// When to re-sign the shared provider token, as Apple asks: at most once per 20 minutes and at least once
 /// per 60; we re-sign at 50 to stay clear of the hour. A 403 asks for a fresh token, but only
 /// `ExpiredProviderToken` may break the 20-minute floor, since re-signing faster earns
 /// `TooManyProviderTokenUpdates`.

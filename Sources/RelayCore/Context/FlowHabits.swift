@@ -1,6 +1,6 @@
 /// Which flows send their own context (a `work.waiting` event, an event with a `body`) around their pauses, learned
 /// from the events socket and kept across restarts, so an alert waits for a late context event only where one can
-/// still come (README "Latency").
+/// still come (`docs/architecture.md`).
 ///
 /// A custom event emitted just before a pause can reach the socket just after the Paused event. Waiting for it on
 /// every pause costs the flows that never send one (most of them) the whole grace. So:

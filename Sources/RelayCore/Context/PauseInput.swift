@@ -1,4 +1,4 @@
-/// What a pause asks for, read from its input rows (`reference/prefect.md` §3.4).
+/// What a pause asks for, read from its input rows (`POST /flow_runs/{id}/input/filter`).
 ///
 /// The schema row is the JSON schema Pydantic made for the `RunInput`; the description row is a JSON
 /// string literal of markdown. Either may be missing (rows land after the Paused event), and either may

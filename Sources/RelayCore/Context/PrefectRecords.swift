@@ -1,6 +1,6 @@
 /// The parts of Prefect's REST and event JSON that decide what a phone is told about a pause, as plain
-/// values. Parsers from `JSONValue` live in `PrefectRecords+Parsing.swift`; `reference/prefect.md` §2–3
-/// shows the JSON they read.
+/// values. Parsers from `JSONValue` live in `PrefectRecords+Parsing.swift`; `Tests/RelayTests/Fixtures/prefect`
+/// holds the JSON they read, captured from a real server.
 
 /// Which input rows belong to a pause: `state_details.run_input_keyset`, e.g. `paused-1-schema`.
 public struct InputKeyset: Sendable, Equatable {

@@ -1,4 +1,4 @@
-/// The durable outbox (README "Delivery"): every push the relay decides to send is written to SQLite before it
+/// The durable outbox (`docs/architecture.md`): every push the relay decides to send is written to SQLite before it
 /// is sent and stays there until APNs has answered for it, so a restart, a lost connection or a 429/5xx never
 /// forgets it. These are its values; the store keeps them, the relay sends and settles them.
 

@@ -1,4 +1,4 @@
-/// The five pushes about a waiting run, built from one `WaitingProps` (DESIGN.md §5, `docs/payloads.md`).
+/// The five pushes about a waiting run, built from one `WaitingProps` (`docs/payloads.md`).
 ///
 /// Every payload fits in `PushMessage.maxBytes`: when it would not, the free-text fields (body, run and flow
 /// names, title, end state) are cut on grapheme boundaries and end in "…". Ids, the server id and the url are never

@@ -1,4 +1,4 @@
-/// One APNs request's content: the JSON body and the headers that go with it (DESIGN.md §5).
+/// One APNs request's content: the JSON body and the headers that go with it (`docs/payloads.md`).
 public struct PushMessage: Sendable, Equatable {
     /// How APNs is told what the body is.
     public struct Metadata: Sendable, Equatable {

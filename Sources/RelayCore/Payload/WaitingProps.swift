@@ -1,5 +1,5 @@
 /// The Live Activity's props and the one description of a waiting run that every push is built from
-/// (DESIGN.md §5). The app declares the same shape; `docs/payloads.md` publishes it. Optional fields are
+/// (`docs/payloads.md` §5 publishes it). The app declares the same shape. Optional fields are
 /// omitted from the JSON, never `null`.
 public struct WaitingProps: Sendable, Equatable {
     public var runId: String

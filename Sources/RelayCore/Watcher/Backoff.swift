@@ -1,4 +1,4 @@
-/// Reconnect delays for the events socket (DESIGN.md §4): exponential with jitter, reset by a subscribe.
+/// Reconnect delays for the events socket: exponential with jitter, reset by a subscribe.
 ///
 /// After the n-th failure in a row (n ≥ 1) the delay is
 ///

@@ -1,4 +1,4 @@
-/// One event from Prefect's `/api/events/out` socket (`reference/prefect.md` §2), read into plain values.
+/// One event from Prefect's `/api/events/out` socket (`src/prefect/server/api/events.py`), read into plain values.
 ///
 /// Every event has an id, a name, an `occurred` time and a primary resource. Flow-run state changes
 /// (`prefect.flow-run.<state name>`) also carry the new state in the resource labels; those become a

@@ -1,4 +1,4 @@
-/// The pause lifecycle (DESIGN.md §4) as a pure state machine: inputs in, actions out, no I/O.
+/// The pause lifecycle (`docs/architecture.md`) as a pure state machine: inputs in, actions out, no I/O.
 ///
 /// Its memory is the set of `PauseRecord`s, keyed by the PAUSED state's id. Every change it makes to that
 /// memory comes out as a store action (`record`, `setTimeout`, `markReminded`, `markEnded`, `prune`), placed
@@ -69,7 +69,7 @@ public struct Watcher: Sendable {
         case fetchRun(runID: String)
     }
 
-    /// The numbers of DESIGN.md §4, in seconds; tests may shrink them.
+    /// The lifecycle's numbers, in seconds; tests may shrink them.
     public struct Rules: Sendable, Equatable {
         public var announceWindow: Double = 15 * 60
         public var reminderLead: Double = 5 * 60

@@ -22,7 +22,7 @@ import Testing
         #expect(Set(requests.map(\.stream)).count == count)
         #expect(Set(requests.map(\.token)).count == count)
         #expect(harness.development.requests.isEmpty)
-        // One stream until the first 200 proves the token (apns.md §1), then many at once.
+        // One stream until the first 200 proves the token, then many at once.
         #expect(requests[0].openStreams == 1 && requests[1].stream > requests[0].stream)
         #expect(requests.map(\.openStreams).max()! > 10)
     }

@@ -2,7 +2,7 @@ import Testing
 @testable import RelayCore
 
 /// Prefect Cloud in the configuration: the workspace root, `PREFECT_API_KEY`, the credential each call carries and
-/// the default run link (reference/prefect.md §8).
+/// the default run link (README "Prefect Cloud").
 @Suite struct CloudConfigTests {
     static let account = "0b9c6e4e-1f0a-4c55-9d1e-6a3f2b7c8d90"
     static let workspace = "5d2f7a10-3c4b-4e8f-a1b2-c3d4e5f60718"
