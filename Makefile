@@ -40,7 +40,7 @@ RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
 .PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind release-inputs symbol-order build debug test k8s-validate run demo bench bench-build size-report chaos \
-        chaos-quick clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
+        chaos-quick chaos-asan chaos-asan-smoke clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -107,6 +107,7 @@ test: deps k8s-validate release-inputs
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory chaos-quick
+	$(MAKE) --no-print-directory chaos-asan-smoke
 	PREFECT_BIN=$(CURDIR)/$(PREFECT) SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
 
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
@@ -195,6 +196,21 @@ chaos-quick: deps-apt $(PREFECT)
 	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
 	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
 	$(VENV)/bin/python chaos/run.py --quick $(CHAOS_ARGS)
+
+# The fault scenarios against the relay built with AddressSanitizer (.build/asan): the C edges (lws, nghttp2,
+# OpenSSL, SQLite) under faults, where the pure-Swift fuzzers can't reach. A scenario fails on any sanitizer report
+# or crash in the relay's log. CHAOS_ASAN_ARGS picks scenarios (default: all); `make test` runs the smoke below.
+CHAOS_ASAN_ARGS ?=
+CHAOS_ASAN_SMOKE := --only events-blackhole,fd-exhaustion,relay-kill --quick
+chaos-asan: deps-apt $(PREFECT)
+	$(SWIFT) build --sanitize=address --scratch-path .build/asan --product prefect-push
+	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
+	  CHAOS_RELAY_BIN=$(CURDIR)/.build/asan/debug/prefect-push \
+	  $(VENV)/bin/python chaos/run.py --out chaos/results-asan.json $(CHAOS_ASAN_ARGS)
+
+chaos-asan-smoke:
+	$(MAKE) --no-print-directory chaos-asan CHAOS_ASAN_ARGS="$(CHAOS_ASAN_SMOKE)"
 
 # aioapns, the Python APNs client the throughput is compared with (PyPI, into the project venv).
 deps-bench: deps-python

@@ -533,6 +533,24 @@ def passed(result: dict) -> bool:
     return "error" not in result and not result.get("missed") and result.get("target_met", True)
 
 
+SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"WARNING: ThreadSanitizer",
+                   b"runtime error:", b"Program crashed")
+
+
+def sanitizer_reports(work: str) -> list[str]:
+    """The first line of each sanitizer report or crash in the scenario's relay logs (a relay that died of one is
+    started again by the harness, so its alerts alone would not show it)."""
+    found = []
+    for directory, _, files in os.walk(work):
+        for name in files:
+            if name.startswith("relay") and name.endswith(".log"):
+                with open(os.path.join(directory, name), "rb") as f:
+                    for raw in f:
+                        if any(mark in raw for mark in SANITIZER_MARKS):
+                            found.append(raw.decode(errors="replace").strip()[:200])
+    return found
+
+
 async def run_one(name: str, ctx: Context) -> dict:
     log(f"== {name}")
     started = time.monotonic()
@@ -540,6 +558,12 @@ async def run_one(name: str, ctx: Context) -> dict:
         result = await SCENARIOS[name](ctx)
     except Exception as error:  # one scenario that cannot run must not stop the others (Ctrl-C still does)
         result = {"error": f"{type(error).__name__}: {error}"}
+    reports = sanitizer_reports(os.path.join(ctx.work, name))
+    if reports:
+        result["sanitizer"] = reports
+        result["target_met"] = False
+        result["note"] = (result.get("note", "") + f"; {len(reports)} sanitizer report(s) or crash(es): "
+                          + reports[0]).lstrip("; ")
     result["seconds"] = round(time.monotonic() - started, 1)
     log(line(name, result))
     return result
