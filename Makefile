@@ -180,11 +180,11 @@ bench-build: deps deps-bench build
 	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push-bench
 
-# Fault injection (chaos/run.py): the relay against a real Prefect server through a TCP proxy that cuts, blackholes
-# and answers 500, and a fake APNs that is killed, answers 503, sends GOAWAY or goes silent; kill -9 mid fan-out,
-# a SQLite lock held 20 s, a full disk (tmpfs, as root), the database deleted. Prints missed and duplicate alerts
-# per scenario, writes chaos/results.json, exits 1 if an alert was missed or a scenario's target was not met.
-# 127.0.0.1 only; up to ~15 minutes (quick: ~3); a relay that recovers at once takes less.
+# Fault injection (chaos/run.py): the relay against a real Prefect server through a TCP proxy that cuts, blackholes,
+# answers 500 and holds some runs' reads, and a fake APNs that is killed, answers 503, sends GOAWAY or goes silent;
+# kill -9 mid fan-out, a SQLite lock held 20 s, a full disk (tmpfs, as root), the database deleted. Prints missed and
+# duplicate alerts per scenario, writes chaos/results.json, exits 1 if an alert was missed or a scenario's target was
+# not met. 127.0.0.1 only; up to ~15 minutes (quick: ~3); a relay that recovers at once takes less.
 # The binaries under test: CHAOS_RELAY_BIN, CHAOS_FAKE_APNS_BIN (default: the debug builds made here).
 # CHAOS_ARGS="--only relay-kill,rest-500" for some scenarios.
 chaos: deps-apt $(PREFECT)

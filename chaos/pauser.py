@@ -2,7 +2,7 @@
 
     pauser.py COUNT
 
-Before each pause it prints `WAITING` and waits for a line on stdin (so the harness decides when, without paying
+Before each pause it prints `WAITING <run id>` and waits for a line on stdin (so the harness decides when, without paying
 the flow's start-up inside a fault), then prints `PAUSING <run id> <CLOCK_MONOTONIC ns>`, calls pause_flow_run and
 waits for the harness to resume it. stdin closed ends the flow. The timeout (300 s) is under ten minutes, so the
 relay never sends a reminder (which would reuse the alert's collapse id and look like a duplicate), and a pause the
@@ -22,7 +22,7 @@ from prefect.runtime import flow_run
 @flow(name="chaos-pauses")
 def chaos_pauses(count: int) -> None:
     for n in range(count):
-        print("WAITING", flush=True)
+        print(f"WAITING {flow_run.id}", flush=True)
         if not sys.stdin.readline():
             return
         print(f"PAUSING {flow_run.id} {time.monotonic_ns()}", flush=True)

@@ -15,6 +15,10 @@ Faults (all apply at once, from the harness's event loop):
   died and is finally reset.
 * `fail_run_reads(until)`: until that `time.monotonic()`, `GET /api/flow_runs/{id}` is answered by the proxy with
   the 500 Prefect gives when it is failing, and the connection is closed; other requests pass.
+* `hold_runs(ids)` / `release()`: a REST request naming one of these run ids (in its path or body) is kept, not
+  forwarded, until `release()`, as a slow query or a locked table holds it at the server; then it goes on. A held
+  request stays held when the relay closes its connection meanwhile, as a server goes on with a request whose
+  client left: `held_peak` is the most held at once, copies the relay gave up on included.
 
 Standard library only; 127.0.0.1 only.
 """
@@ -54,6 +58,11 @@ class Proxy:
         #: time.monotonic() of every websocket upgrade to /api/events/out seen (held or not).
         self.events_opened: list[float] = []
         self.injected = 0
+        self.held_runs: set[bytes] = set()
+        self.released = asyncio.Event()
+        self.held_now = 0
+        self.held_peak = 0
+        self.held_total = 0
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
 
@@ -65,6 +74,7 @@ class Proxy:
     async def stop(self) -> None:
         if self.server:
             self.server.close()
+        self.release()  # a held request's handler must end for wait_closed() to return
         self.cut()
         if self.server:
             await self.server.wait_closed()
@@ -91,6 +101,26 @@ class Proxy:
 
     def fail_run_reads(self, until: float) -> None:
         self.failing_until = until
+
+    def hold_runs(self, run_ids: list[str]) -> None:
+        self.held_runs = {run_id.encode() for run_id in run_ids}
+        self.released = asyncio.Event()
+
+    def release(self) -> None:
+        self.held_runs = set()
+        self.released.set()
+
+    def _holds(self, request: bytes) -> bool:
+        return any(run_id in request for run_id in self.held_runs)
+
+    async def _hold(self) -> None:
+        self.held_now += 1
+        self.held_total += 1
+        self.held_peak = max(self.held_peak, self.held_now)
+        try:
+            await self.released.wait()
+        finally:
+            self.held_now -= 1
 
     # MARK: - forwarding
 
@@ -131,14 +161,16 @@ class Proxy:
                                   b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(FAILURE), FAILURE))
                 await link.client.drain()
                 return
-            self._forward(link, head)
             headers = head.lower()
             if b"transfer-encoding:" in headers:
+                self._forward(link, head)
                 await self._pump(reader, link.upstream, link)  # the relay sends no chunked bodies; stay correct anyway
                 return
             match = re.search(rb"\r\ncontent-length:\s*(\d+)", headers)
-            if match and int(match.group(1)):
-                self._forward(link, await reader.readexactly(int(match.group(1))))
+            body = await reader.readexactly(int(match.group(1))) if match and int(match.group(1)) else b""
+            if self.held_runs and self._holds(head + body):
+                await self._hold()
+            self._forward(link, head + body)
 
     def _forward(self, link: Link, data: bytes) -> None:
         if not link.held:

@@ -16,8 +16,9 @@ Per scenario, one line and an entry in chaos/results.json:
   p50, max    pause_flow_run called -> the last device's first accepted alert, over the pauses nobody missed
 
 Exit code 1 if any scenario missed an alert, missed its target (socket-cuts: p50 <= 3 s, max <= 15 s; fd-exhaustion:
-< 0.1 core, <= 40 log lines, no exit and the next pause in <= 5 s under RLIMIT_NOFILE 128; db-deleted:
-the relay exits non-zero) or failed to run; all results are printed first.
+< 0.1 core, <= 40 log lines, no exit and the next pause in <= 5 s under RLIMIT_NOFILE 128; db-deleted: the relay
+exits non-zero; rest-stall: the new pause's alerts within 2 s while other runs' reads are held) or failed to run; all
+results are printed first.
 
 Options: --quick (a smoke run: one kill round, 20 s of cuts, short scenarios only), --only name,name, --seed N.
 """
@@ -274,6 +275,41 @@ async def rest_500(ctx: Context) -> dict:
         return {**(await stack.settled(pause)), "note": f"{stack.proxy.injected} run reads answered 500"}
 
 
+async def rest_stall(ctx: Context) -> dict:
+    """Prefect holds every REST read naming 8 runs (more runs than the relay's 6 pooled connections) for 20 s from
+    their pauses, as a slow query or a locked table would; a ninth run pauses 4 s in. Target: the ninth run's alerts
+    within 2 s of its pause, while the 8 are still held; the 8 announced once Prefect answers them."""
+    stalled_count, hold, fresh_at, target = 8, 20, 4, 2.0
+    async with bring_up(ctx, "rest-stall", 3) as stack:
+        pausers = await asyncio.gather(*(stack.pauser(1) for _ in range(stalled_count + 1)))
+        fresh, stalled = pausers[0], pausers[1:]
+        stack.proxy.hold_runs([pauser.run_id for pauser in stalled])
+        started = time.monotonic()
+        stalled_pauses = list(await asyncio.gather(*(pauser.pause() for pauser in stalled)))
+        await asyncio.sleep(max(0.0, started + fresh_at - time.monotonic()))
+        pause = await fresh.pause()
+        await stack.settle([pause], started + hold)
+        fresh_latency = (tally(stack, [pause], [started + hold])["latency_s"] or {}).get("max")
+        announced_early = sum(stack.delivered(p) for p in stalled_pauses)
+        await asyncio.sleep(max(0.0, started + hold - time.monotonic()))
+        held_peak = stack.proxy.held_peak
+        released_ns = time.monotonic_ns()
+        stack.proxy.release()
+        deadline = time.monotonic() + WINDOW
+        await stack.settle(stalled_pauses, deadline)
+        arrivals = stack.fake.arrivals
+        after_release = [min(arrivals.stamps(p, "alert", phone.token)) - released_ns
+                         for p in stalled_pauses for phone in stack.phones if arrivals.stamps(p, "alert", phone.token)]
+        result = tally(stack, [pause] + stalled_pauses, [started + hold] + [deadline] * len(stalled_pauses))
+        met = fresh_latency is not None and fresh_latency <= target and not announced_early
+        release_note = f"{max(after_release) / 1e9:.2f} s" if after_release else "-"
+        return {**result, "fresh_latency_s": fresh_latency, "held_peak": held_peak, "target_met": met,
+                "note": f"new pause announced in {fresh_latency if fresh_latency is not None else '-'} s "
+                        f"(target <= {target} s {'met' if met else 'NOT met'}) with {stalled_count} runs' reads held; "
+                        f"those announced by {release_note} after release; at most {held_peak} reads held at once "
+                        f"({stack.proxy.held_total} in all)"}
+
+
 async def sqlite_lock(ctx: Context) -> dict:
     """Another process holds the relay's database write lock (BEGIN IMMEDIATE) for 20 s; the pause 1 s in."""
     async with bring_up(ctx, "sqlite-lock", 20) as stack:
@@ -502,7 +538,7 @@ async def fd_exhaustion(ctx: Context) -> dict:
 
 SCENARIOS = {
     "baseline": baseline, "relay-kill": relay_kill, "apns-kill": apns_kill, "apns-503": apns_503, "rest-500": rest_500,
-    "sqlite-lock": sqlite_lock, "disk-full": disk_full, "socket-cuts": socket_cuts,
+    "rest-stall": rest_stall, "sqlite-lock": sqlite_lock, "disk-full": disk_full, "socket-cuts": socket_cuts,
     "events-blackhole": events_blackhole, "apns-silence": apns_silence, "db-deleted": db_deleted,
     "apns-goaway": apns_goaway, "fd-exhaustion": fd_exhaustion,
 }

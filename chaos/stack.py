@@ -108,11 +108,11 @@ class Pauser:
         self.last: Pause | None = None
 
     async def start(self, count: int) -> None:
-        """Starts the flow and waits until it is ready to pause."""
+        """Starts the flow and waits until it is ready to pause; its run id is known from then on."""
         self.process = await spawn(PYTHON, os.path.join(ROOT, "chaos", "pauser.py"), str(count),
                                    env=self.prefect.client_env, log_path=self.log_path, stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE)
-        await self._read_until(b"WAITING", 90)
+        self.run_id = (await self._read_until(b"WAITING", 90)).decode().split()[1]
 
     async def pause(self) -> Pause:
         """Makes the flow pause now and reads the pause (its PAUSED state id from Prefect)."""
