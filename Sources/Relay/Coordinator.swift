@@ -92,6 +92,9 @@ actor Coordinator {
         var metrics = self.metrics
         metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
         metrics.prefectConnectionsOpened = HTTPPool.connectionsOpenedTotal
+        metrics.prefectReadsStalled = HTTPPool.readsStalledTotal
+        metrics.prefectReadsAbandoned = HTTPPool.readsAbandonedTotal
+        metrics.prefectReadsInFlight = HTTPPool.readsInFlight
         metrics.outboxPending = (try? store.outboxCount()) ?? 0
         return metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
                        residentBytes: ProcessStatus.residentBytes())

@@ -9,6 +9,11 @@ public struct Metrics: Sendable {
     public var subscribed = false
     public var apnsConnectionsOpened = 0
     public var prefectConnectionsOpened = 0
+    /// REST reads to Prefect unanswered for over a second (each counted once), and those whose caller timed out.
+    public var prefectReadsStalled = 0
+    public var prefectReadsAbandoned = 0
+    /// REST requests open at Prefect now (a gauge the relay sets when rendering).
+    public var prefectReadsInFlight = 0
     /// Stored pushes rescheduled after a 429/5xx, a timeout or a lost connection.
     public var pushRetries = 0
     /// Pushes stored in the outbox, not yet answered (a gauge the relay sets when rendering).
@@ -57,6 +62,13 @@ public struct Metrics: Sendable {
                [("", String(apnsConnectionsOpened))])
         metric("prefect_push_prefect_connections_opened_total", "counter", "Connections opened for REST calls to Prefect.",
                [("", String(prefectConnectionsOpened))])
+        metric("prefect_push_prefect_reads_stalled_total", "counter",
+               "REST reads to Prefect that went a second without an answer.", [("", String(prefectReadsStalled))])
+        metric("prefect_push_prefect_reads_abandoned_total", "counter",
+               "REST reads to Prefect whose caller timed out while the request stayed open.",
+               [("", String(prefectReadsAbandoned))])
+        metric("prefect_push_prefect_reads_in_flight", "gauge",
+               "REST requests open at Prefect, abandoned ones included.", [("", String(prefectReadsInFlight))])
         metric("prefect_push_socket_reconnects_total", "counter", "Times the events socket dropped.",
                [("", String(reconnects))])
         metric("prefect_push_subscribed", "gauge", "1 while the events socket is authenticated and filtered.",

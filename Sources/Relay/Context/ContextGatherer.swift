@@ -47,7 +47,7 @@ struct ContextGatherer: Sendable {
         async let runRead = readRun(runID: runID, stateID: stateID, pausedAt: pausedAt)
         async let artifacts = readHistory ? prefect.filter("/artifacts/filter", [
             "artifacts": ["flow_run_id": ["any_": [.string(runID)]]], "sort": "CREATED_DESC", "limit": 20,
-        ]) : .success([])
+        ], run: runID) : .success([])
         async let events = readHistory ? prefect.json("POST", "/events/filter", body: [
             "filter": [
                 "any_resource": ["id": [.string("prefect.flow-run." + runID)]],
@@ -55,7 +55,7 @@ struct ContextGatherer: Sendable {
                 "order": "DESC",
             ],
             "limit": 50,
-        ]) : .failure(HTTPFailure(reason: "not read: the socket followed the run"))
+        ], run: runID) : .failure(HTTPFailure(reason: "not read: the socket followed the run"))
         // The flow's name, read beside the run when the event didn't carry it.
         async let eventFlow = knownFlowName == nil ? flowName(flowID) : knownFlowName
         guard let (run, movedOn) = await runRead else { return nil }
@@ -132,7 +132,8 @@ struct ContextGatherer: Sendable {
         var beforeSchema = Self.schemaRereadDelaysMs[...]
         var beforeDescription = Self.descriptionRereadDelaysMs[...]
         while true {
-            if case .success(let items) = await prefect.filter(read.path, read.body, answered: early.take()) {
+            let answer = await prefect.filter(read.path, read.body, run: runID, answered: early.take())
+            if case .success(let items) = answer {
                 rows = InputRow.list(prefect: .array(items))
             }
             let delay: Int? = switch Self.missing(keyset, in: rows) {

@@ -88,7 +88,7 @@ final class RunReadAhead: Sendable {
             return true
         }
         guard begin else { return }
-        prefect.begin("GET", "/flow_runs/\(runID)") { [self] answer in runAnswered(runID, stateID, answer) }
+        prefect.begin("GET", "/flow_runs/\(runID)", run: runID) { [self] answer in runAnswered(runID, stateID, answer) }
     }
 
     /// The answer to the run read begun for this pause, waited for if it is still under way; nil when none was
@@ -143,7 +143,7 @@ final class RunReadAhead: Sendable {
         }
         guard kept else { return }
         if let inputRead {
-            prefect.begin("POST", inputRead.path, body: inputRead.body) { [self] answer in
+            prefect.begin("POST", inputRead.path, body: inputRead.body, run: runID) { [self] answer in
                 let at = monotonic()
                 let rows = Taken(answer: answer)
                 let waiter = table.withLock { table -> CheckedContinuation<Taken?, Never>? in

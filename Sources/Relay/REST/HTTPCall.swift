@@ -20,5 +20,9 @@ struct HTTPCall: Sendable {
     var path: String
     var headers: [(String, String)]
     var body: [UInt8]?
+    /// The caller's deadline: past it the caller gets a failure (the request itself may stay open, `HTTPPool`).
     var timeoutSeconds: Int32 = 10
+    /// What the read is about (a run id): the pool keeps at most `Options.maxInFlightPerGroup` of a group's
+    /// requests open at once, so one run that Prefect is slow to answer can't take every connection.
+    var group: String? = nil
 }

@@ -19,13 +19,15 @@ extension HTTPPool {
             expire(now: now)
             expireConnects(now: now)
             dispatch(now: now)
+            watchStalls(now: now)
             waitForEvents(now: now)
         }
     }
 
     // MARK: - Scheduling
 
-    /// Fails calls past their deadline and drops connections idle too long.
+    /// Fails calls past their deadline (a request already sent stays open for its answer: abandoned), closes
+    /// connections whose abandoned request went unanswered too long, and drops connections idle too long.
     private func expire(now: Int64) {
         waiting.removeAll { call in
             guard call.isFinished || now >= call.deadline else { return false }
@@ -34,24 +36,57 @@ extension HTTPPool {
             return true
         }
         for connection in connections {
-            if let call = connection.call, now >= call.deadline {
-                call.finish(.failure(HTTPFailure(reason: "\(call.origin.authority) did not answer within "
-                                                         + "\(call.call.timeoutSeconds) s")))
-                drop(connection, reason: "timed out")
-            } else if connection.isIdle, now - connection.idleSince >= Int64(options.idleTimeoutMs) {
-                drop(connection, reason: "idle")
+            guard let call = connection.call else {
+                let idle = now - connection.idleSince
+                if idle >= Int64(options.idleTimeoutMs) {
+                    drop(connection, reason: "idle")
+                } else if idle >= Int64(options.extraIdleMs),
+                          count(of: connection.origin) > options.maxConnectionsPerHost {
+                    drop(connection, reason: "idle beyond the pool's normal size")
+                }
+                continue
+            }
+            call.joined.removeAll { joined in
+                guard joined.isFinished || now >= joined.deadline else { return false }
+                joined.finish(.failure(timedOut(joined)))
+                return true
+            }
+            if !call.isFinished, now >= call.deadline {
+                HTTPPool.abandonedCounter.add(1, ordering: .relaxed)  // before the caller hears of it
+                call.finish(.failure(timedOut(call)))
+                Log.debug("prefect.http_abandoned", ["host": call.origin.authority, "connection": String(connection.id),
+                                                     "path": call.call.path])
+            }
+            if call.isAbandoned, now - call.sentAt >= Int64(options.abandonedHoldMs) {
+                drop(connection, reason: "no answer within \(options.abandonedHoldMs / 1000) s")
             }
         }
     }
 
-    /// Hands waiting calls, oldest first, to idle connections of their origin, and opens connections for the rest
-    /// (up to the per-host limit).
+    private func timedOut(_ call: PooledCall) -> HTTPFailure {
+        HTTPFailure(reason: "\(call.origin.authority) did not answer within \(call.call.timeoutSeconds) s "
+                            + "(the request stays open; asking again waits for its answer)")
+    }
+
+    /// Connections open or being opened to `origin`.
+    private func count(of origin: Origin) -> Int {
+        connecting.values.count { $0 == origin } + connections.count { $0.origin == origin }
+    }
+
+    /// Hands waiting calls, oldest first, to idle connections of their origin (or to the open copy of the same
+    /// request, when its caller gave up on it), and opens connections for the rest, up to `limit(for:now:)`.
     private func dispatch(now: Int64) {
         var index = 0
         while index < waiting.count {
             let call = waiting[index]
-            if let connection = idleConnection(for: call) {
+            if let copy = openCopy(of: call) {
                 waiting.remove(at: index)
+                copy.joined.append(call)
+                Log.debug("prefect.http_joined", ["host": call.origin.authority, "path": call.call.path])
+            } else if !atGroupLimit(call), let connection = idleConnection(for: call) {
+                waiting.remove(at: index)
+                call.sentAt = now
+                call.stalled = false
                 handle(connection.start(call), on: connection, now: now)
             } else {
                 index += 1
@@ -61,20 +96,91 @@ extension HTTPPool {
         for call in waiting where !origins.contains(call.origin) { origins.append(call.origin) }
         for origin in origins {
             let pending = connecting.values.count { $0 == origin }
-            var open = pending + connections.count { $0.origin == origin }
-            var needed = waiting.count { $0.origin == origin } - pending
+            let limit = limit(for: origin, now: now)
+            var open = count(of: origin)
+            // Calls held back by their group's limit need no connection yet.
+            var needed = waiting.count { $0.origin == origin && !atGroupLimit($0) } - pending
             // A retried call waits for a fresh connection: idle reused ones must make room for it at the limit.
-            while needed > 0, open >= options.maxConnectionsPerHost,
+            while needed > 0, open >= limit,
                   let idle = connections.first(where: { $0.origin == origin && $0.isIdle }) {
                 drop(idle, reason: "making room for a fresh connection")
                 open -= 1
             }
-            while needed > 0, open < options.maxConnectionsPerHost {
+            // At the hard cap with calls waiting: an abandoned request nobody waits for gives up its connection.
+            while needed > 0, open >= limit,
+                  limit >= options.maxConnectionsPerHost + options.extraConnectionsPerHost,
+                  let oldest = connections.filter({ $0.origin == origin && $0.call?.isAbandoned == true
+                                                    && $0.call?.joined.isEmpty == true })
+                                          .min(by: { $0.call!.sentAt < $1.call!.sentAt }) {
+                drop(oldest, reason: "making room: its caller gave up and new calls wait")
+                open -= 1
+            }
+            while needed > 0, open < limit {
                 startConnect(origin)
                 needed -= 1
                 open += 1
             }
         }
+    }
+
+    /// How many connections `origin` may have now: the normal size, plus one for each request open `slowMs` or
+    /// longer (up to `extraConnectionsPerHost`). Reads Prefect answers in time keep the pool at its normal size.
+    private func limit(for origin: Origin, now: Int64) -> Int {
+        let slow = connections.count { connection in
+            guard connection.origin == origin, let call = connection.call else { return false }
+            return now - call.sentAt >= Int64(options.slowMs)
+        }
+        return options.maxConnectionsPerHost + min(slow, options.extraConnectionsPerHost)
+    }
+
+    /// The open request `call` repeats, sent for a caller that gave up on it.
+    private func openCopy(of call: PooledCall) -> PooledCall? {
+        for connection in connections where connection.origin == call.origin {
+            if let open = connection.call, open.isAbandoned, open.request == call.request { return open }
+        }
+        return nil
+    }
+
+    /// `call`'s group has as many requests open as it may.
+    private func atGroupLimit(_ call: PooledCall) -> Bool {
+        guard let group = call.call.group else { return false }
+        return connections.count { $0.call?.call.group == group } >= options.maxInFlightPerGroup
+    }
+
+    /// Counts requests that became stalled, logs while any is (at most once per `stallWarningEveryMs`) and updates
+    /// the in-flight gauge.
+    private func watchStalls(now: Int64) {
+        var stalled = 0
+        var newly = 0
+        var oldest: PooledCall?
+        for connection in connections {
+            guard let call = connection.call, now - call.sentAt >= Int64(options.stallMs) else { continue }
+            stalled += 1
+            if oldest == nil || call.sentAt < oldest!.sentAt { oldest = call }
+            if !call.stalled {
+                call.stalled = true
+                newly += 1
+            }
+        }
+        let inFlight = connections.count { $0.call != nil }
+        if inFlight != inFlightReported {
+            HTTPPool.inFlightGauge.add(inFlight - inFlightReported, ordering: .relaxed)
+            inFlightReported = inFlight
+        }
+        HTTPPool.stalledCounter.add(newly, ordering: .relaxed)
+        stalledSinceWarning += newly
+        guard let oldest, lastStallWarning.map({ now - $0 >= Int64(options.stallWarningEveryMs) }) ?? true else {
+            return
+        }
+        lastStallWarning = now
+        Log.warn("prefect.reads_stalled", [
+            "host": oldest.origin.authority, "stalled": String(stalled),
+            "newly_stalled": String(stalledSinceWarning), "in_flight": String(inFlight), "waiting": String(waiting.count),
+            "oldest_s": String((now - oldest.sentAt) / 1000), "oldest": oldest.call.path,
+            "note": "Prefect has not answered these reads for over \(options.stallMs) ms; other reads go on up to "
+                + "\(options.extraConnectionsPerHost) extra connections. Check the server's database and its load.",
+        ])
+        stalledSinceWarning = 0
     }
 
     /// The most recently used idle connection for `call` (so spare ones age out); a retried call takes only a
@@ -94,12 +200,15 @@ extension HTTPPool {
             break
         case .answered(let reply, let reusable, let call):
             call.finish(.success(reply))
+            for joined in call.joined { joined.finish(.success(reply)) }
+            call.joined = []
             if reusable { connection.becameIdle(now: now) } else { drop(connection, reason: "not kept alive") }
         case .failed(let reason, let beforeAnyByte):
             let reused = connection.served > 0
             let call = connection.takeCall()
             drop(connection, reason: reason)
             guard let call else { return }
+            requeueJoined(call)
             if beforeAnyByte && reused && !call.retried && !call.isFinished {
                 call.retried = true
                 waiting.insert(call, at: 0)
@@ -112,7 +221,14 @@ extension HTTPPool {
         }
     }
 
+    /// The calls that waited on `call`'s answer are sent themselves: its copy is no longer open.
+    private func requeueJoined(_ call: PooledCall) {
+        waiting.insert(contentsOf: call.joined.filter { !$0.isFinished }, at: 0)
+        call.joined = []
+    }
+
     private func drop(_ connection: HTTPConnection, reason: String) {
+        if let call = connection.call { requeueJoined(call) }
         connections.removeAll { $0 === connection }
         Log.debug("prefect.http_closed", ["host": connection.origin.authority, "connection": String(connection.id),
                                           "reason": reason])
@@ -123,10 +239,19 @@ extension HTTPPool {
     private func waitForEvents(now: Int64) {
         var timeout: Int64 = -1
         func soonest(_ at: Int64) { timeout = timeout < 0 ? max(0, at - now) : min(timeout, max(0, at - now)) }
+        // A moment already past is not waited for again (a call at the cap, a connection at the normal size).
+        func upcoming(_ at: Int64) { if at > now { soonest(at) } }
         for call in waiting { soonest(call.deadline) }
         for connection in connections {
-            if let call = connection.call { soonest(call.deadline) } else {
+            if let call = connection.call {
+                soonest(call.isAbandoned ? call.sentAt + Int64(options.abandonedHoldMs) : call.deadline)
+                for joined in call.joined { soonest(joined.deadline) }
+                if !waiting.isEmpty { upcoming(call.sentAt + Int64(options.slowMs)) }
+                upcoming(call.sentAt + Int64(options.stallMs))
+                if call.stalled, let last = lastStallWarning { upcoming(last + Int64(options.stallWarningEveryMs)) }
+            } else {
                 soonest(connection.idleSince + Int64(options.idleTimeoutMs))
+                upcoming(connection.idleSince + Int64(options.extraIdleMs))
             }
         }
         for pending in opening { soonest(pending.deadline) }
@@ -149,7 +274,13 @@ extension HTTPPool {
 
     private func shutDown() {
         let reason = HTTPFailure(reason: "the relay is shutting down")
-        for connection in connections { connection.takeCall()?.finish(.failure(reason)) }
+        HTTPPool.inFlightGauge.add(-inFlightReported, ordering: .relaxed)
+        inFlightReported = 0
+        for connection in connections {
+            guard let call = connection.takeCall() else { continue }
+            call.finish(.failure(reason))
+            for joined in call.joined { joined.finish(.failure(reason)) }
+        }
         connections.removeAll()
         opening.removeAll()  // each closes its socket
         for call in waiting { call.finish(.failure(reason)) }

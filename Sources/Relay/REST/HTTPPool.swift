@@ -10,6 +10,17 @@ import Synchronization
 /// connection fails (the server closed it while idle) is sent once more on a fresh connection: every call made
 /// through here is a read (GET, POST …/filter, /flows/count).
 ///
+/// Reads Prefect holds (a slow query, a locked table) must not hold up the others:
+/// - A call past its deadline fails to its caller, but its request stays open on its connection, which stays busy
+///   until the answer comes (or `abandonedHoldMs`): the server is still working on it. The same request asked again
+///   meanwhile (the caller's re-read) waits for that copy's answer instead of being sent a second time.
+/// - A request unanswered for `slowMs` no longer counts against `maxConnectionsPerHost`: a waiting call may open a
+///   connection in its place, up to `extraConnectionsPerHost` on top. Connections beyond the normal size are closed
+///   after `extraIdleMs` unused.
+/// - At most `maxInFlightPerGroup` requests of one group (one run's reads) are open at once.
+/// - A request unanswered for `stallMs` is stalled: logged (`prefect.reads_stalled`, at most one line per
+///   `stallWarningEveryMs` while any is) and counted.
+///
 /// Threads (the `APNsConnection` pattern): one loop thread, started on first use, owns every connection and polls
 /// them plus an eventfd, and opens connections to IP addresses there too, without blocking (`HTTPPool+Connect`). A
 /// host name is resolved and connected on a short-lived thread, since getaddrinfo blocks. No caller's thread ever
@@ -20,7 +31,21 @@ import Synchronization
 final class HTTPPool: @unchecked Sendable {
     struct Options: Sendable {
         var maxConnectionsPerHost = 6
+        /// Connections opened on top of `maxConnectionsPerHost` in place of slow requests.
+        var extraConnectionsPerHost = 6
+        /// A request with no answer this long is slow: it stops counting against `maxConnectionsPerHost`. Prefect
+        /// answers a read in a few ms to a few tens of ms.
+        var slowMs = 200
+        /// A request with no answer this long is stalled (logged, counted).
+        var stallMs = 1_000
+        /// How long a request whose caller gave up keeps its connection, waiting for the answer.
+        var abandonedHoldMs = 60_000
+        /// Requests of one group (`HTTPCall.group`) open at once; a pause reads its run, artifacts and events together.
+        var maxInFlightPerGroup = 3
         var idleTimeoutMs = 30_000
+        /// Idle time after which a connection beyond `maxConnectionsPerHost` is closed.
+        var extraIdleMs = 5_000
+        var stallWarningEveryMs = 10_000
         var connectTimeoutMs = 5_000
         /// Extra CA file for https origins (PREFECT_CA_FILE), on top of the system roots.
         var caFile: String?
@@ -74,6 +99,9 @@ final class HTTPPool: @unchecked Sendable {
     var opening: [PendingConnect] = []
     var nextConnectionID = 0
     var tlsContext: TLSContext?
+    /// When `prefect.reads_stalled` was last logged, and the requests that stalled since.
+    var lastStallWarning: Int64?
+    var stalledSinceWarning = 0
 
     init(options: Options = Options()) throws(IOError) {
         self.options = options
@@ -88,6 +116,18 @@ final class HTTPPool: @unchecked Sendable {
     /// The same, for this pool only. Any thread.
     var connectionsOpened: Int { opened.load(ordering: .relaxed) }
     let opened = Atomic<Int>(0)
+
+    /// Requests to any REST origin that went `stallMs` without an answer, since start-up (`/metrics`). Any thread.
+    static var readsStalledTotal: Int { stalledCounter.load(ordering: .relaxed) }
+    static let stalledCounter = Atomic<Int>(0)
+    /// Calls whose caller was answered with a timeout while the request stayed open, since start-up. Any thread.
+    static var readsAbandonedTotal: Int { abandonedCounter.load(ordering: .relaxed) }
+    static let abandonedCounter = Atomic<Int>(0)
+    /// Requests open at the server now (abandoned ones included), over every pool. Any thread.
+    static var readsInFlight: Int { inFlightGauge.load(ordering: .relaxed) }
+    static let inFlightGauge = Atomic<Int>(0)
+    /// This pool's share of `inFlightGauge`, so the loop can adjust the total by its change.
+    var inFlightReported = 0
 
     /// Sends one request and waits for its answer, a failure (no connection, timeout, malformed or oversized
     /// answer), or `call.timeoutSeconds`, counted from now. Safe from any task; resumes exactly once.
@@ -178,6 +218,12 @@ final class PooledCall: @unchecked Sendable {
     let deadline: Int64
     /// Already sent once on a reused connection that failed before answering; it goes on a fresh one now.
     var retried = false
+    /// Monotonic ms its request was (last) written to a connection.
+    var sentAt: Int64 = 0
+    /// Counted as stalled (once per request sent).
+    var stalled = false
+    /// The same request asked for again after this one's caller gave up: answered with this one's answer.
+    var joined: [PooledCall] = []
     private var done: (@Sendable (Result<HTTPReply, HTTPFailure>) -> Void)?
 
     init(call: HTTPCall, request: [UInt8], deadline: Int64,
@@ -190,6 +236,9 @@ final class PooledCall: @unchecked Sendable {
     }
 
     var isFinished: Bool { done == nil }
+
+    /// On a connection with its caller answered already (a timeout): the request is still open at the server.
+    var isAbandoned: Bool { done == nil }
 
     /// Hands the caller its answer. Later calls are ignored, so it is handed over exactly once.
     func finish(_ result: Result<HTTPReply, HTTPFailure>) {

@@ -27,17 +27,19 @@ struct PrefectClient: Sendable {
     static let longestRetryWait = 10
 
     /// A JSON call with the relay's own credential; retries 503 and 429 up to `retries` times (0.2 s, 0.4 s, …,
-    /// or `Retry-After`). `answered`: the first attempt's answer, when it was sent already (a read ahead).
-    func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3,
+    /// or `Retry-After`). `answered`: the first attempt's answer, when it was sent already (a read ahead). `run`:
+    /// the run the read is about, for the pool's per-run bound (`HTTPCall.group`).
+    func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3, run: String? = nil,
               answered: Result<HTTPReply, HTTPFailure>? = nil) async -> Result<HTTPReply, HTTPFailure> {
-        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries,
+        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries, run: run,
                    answered: answered)
     }
 
     private func call(_ method: String, _ path: String, body: String?, authorization: String?, retries: Int,
-                      answered: Result<HTTPReply, HTTPFailure>? = nil) async -> Result<HTTPReply, HTTPFailure>
+                      run: String? = nil, answered: Result<HTTPReply, HTTPFailure>? = nil) async
+        -> Result<HTTPReply, HTTPFailure>
     {
-        let request = request(method, path, body: body, authorization: authorization)
+        let request = request(method, path, body: body, authorization: authorization, run: run)
         var attempt = 0
         var answered = answered
         while true {
@@ -53,12 +55,13 @@ struct PrefectClient: Sendable {
         }
     }
 
-    private func request(_ method: String, _ path: String, body: String?, authorization: String?) -> HTTPCall {
+    private func request(_ method: String, _ path: String, body: String?, authorization: String?,
+                         run: String? = nil) -> HTTPCall {
         var headers: [(String, String)] = [("accept", "application/json")]
         if let authorization { headers.append(("authorization", authorization)) }
         if body != nil { headers.append(("content-type", "application/json")) }
         return HTTPCall(method: method, url: api, path: api.path + path, headers: headers,
-                        body: body.map { Array($0.utf8) })
+                        body: body.map { Array($0.utf8) }, group: run)
     }
 }
 
@@ -86,7 +89,7 @@ extension PrefectClient {
     /// `GET /flow_runs/{id}`; `answered`: the answer to one sent ahead (`RunReadAhead`), retried as any other.
     func flowRun(id: String, answered: Result<HTTPReply, HTTPFailure>? = nil) async -> PrefectRead {
         let path = "/flow_runs/\(id)"
-        return PrefectRead(await json("GET", path, answered: answered), path: path)
+        return PrefectRead(await json("GET", path, run: id, answered: answered), path: path)
     }
 
     /// `GET /flows/{id}`.
@@ -97,16 +100,16 @@ extension PrefectClient {
     /// A call with the relay's own credential sent from a thread that is not a task, once; `done` gets the raw
     /// answer on the pool's thread, for a read's `answered:` to take as its first attempt (and retry: a 503, a 429
     /// with its `Retry-After`).
-    func begin(_ method: String, _ path: String, body: JSONValue? = nil,
+    func begin(_ method: String, _ path: String, body: JSONValue? = nil, run: String? = nil,
                done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
-        http.submit(request(method, path, body: body?.encoded(), authorization: ownAuthorization), done: done)
+        http.submit(request(method, path, body: body?.encoded(), authorization: ownAuthorization, run: run), done: done)
     }
 
     /// A filter call (`POST …/filter`) whose answer is a JSON array; `answered` as for `flowRun`.
-    func filter(_ path: String, _ body: JSONValue, answered: Result<HTTPReply, HTTPFailure>? = nil) async
-        -> Result<[JSONValue], HTTPFailure>
+    func filter(_ path: String, _ body: JSONValue, run: String? = nil,
+                answered: Result<HTTPReply, HTTPFailure>? = nil) async -> Result<[JSONValue], HTTPFailure>
     {
-        switch await json("POST", path, body: body, answered: answered) {
+        switch await json("POST", path, body: body, run: run, answered: answered) {
         case .failure(let failure): return .failure(failure)
         case .success(let reply) where reply.status == 200:
             guard let value = try? JSONParser.parse(reply.body), let items = value.array else {

@@ -70,7 +70,8 @@ import Testing
         for name in ["prefect_push_events_received_total", "prefect_push_pauses_announced_total",
                      "prefect_push_pauses_reminded_total", "prefect_push_pauses_ended_total", "prefect_push_pushes_total",
                      "prefect_push_event_to_apns_seconds", "prefect_push_apns_connections_opened_total",
-                     "prefect_push_prefect_connections_opened_total",
+                     "prefect_push_prefect_connections_opened_total", "prefect_push_prefect_reads_stalled_total",
+                     "prefect_push_prefect_reads_abandoned_total", "prefect_push_prefect_reads_in_flight",
                      "prefect_push_socket_reconnects_total", "prefect_push_subscribed", "prefect_push_devices",
                      "prefect_push_waiting", "prefect_push_resident_memory_bytes"] {
             #expect(exposition.types[name] != nil, "no # TYPE for \(name)")
@@ -78,6 +79,7 @@ import Testing
         }
         #expect(exposition.types["prefect_push_event_to_apns_seconds"] == "histogram")
         #expect(exposition.types["prefect_push_subscribed"] == "gauge")
+        #expect(exposition.types["prefect_push_prefect_reads_in_flight"] == "gauge")
 
         #expect(exposition.value("prefect_push_events_received_total") == 2)  // Paused, Running
         #expect(exposition.value("prefect_push_pauses_announced_total") == 1)

@@ -60,6 +60,7 @@ import Testing
         defer { server.stop() }
         var options = HTTPPool.Options()
         options.maxConnectionsPerHost = 2
+        options.extraConnectionsPerHost = 0  // the normal size alone (on a loaded machine an answer can take 200 ms)
         let pool = try HTTPPool(options: options)
         defer { pool.close() }
         let statuses = await withTaskGroup(of: Int?.self) { group in
@@ -136,9 +137,109 @@ import Testing
         // Not before the 1 s deadline; the reason says it was the call's deadline and not the 10 s default (no upper
         // clock bound: a loaded machine can resume the test seconds late).
         #expect(elapsed >= 900)
-        // The timed-out connection is not reused: the next call opens another.
-        _ = await pool.send(get(server, timeout: 1))
+        // The timed-out request stays open at the server, so its connection is not reused: another call opens another.
+        _ = await pool.send(get(server, "/api/y", timeout: 1))
         #expect(server.accepted == 2)
+    }
+
+    /// More held requests than pooled connections: a new call still gets through (slow requests stop counting
+    /// against the pool's size) long before the held ones time out; the held ones get their answers when the server
+    /// gives them. Stalls are counted.
+    @Test func heldRequestsDoNotBlockANewOne() async throws {
+        // The first 8 connections hold what they are sent; later ones answer at once.
+        let server = try ScriptedHTTPServer { connection, _ in
+            connection < 8 ? .hold("{\"held\":\(connection)}") : .answer("{\"fresh\":true}")
+        }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        let stalledBefore = HTTPPool.readsStalledTotal
+        let held = (0..<8).map { index in Task { await pool.send(get(server, "/api/held/\(index)", timeout: 30)) } }
+        for _ in 0..<500 where server.holding < 8 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.holding == 8)
+        // A 5 s deadline: queued behind the held ones (30 s), it would fail.
+        let started = monotonicMs()
+        let fresh = await pool.send(get(server, "/api/fresh", timeout: 5))
+        guard case .success(let reply) = fresh else { Issue.record("the new call: \(fresh)"); return }
+        #expect(String(decoding: reply.body, as: UTF8.self) == "{\"fresh\":true}")
+        print("a new call beside 8 held ones answered in \(monotonicMs() - started) ms")
+        #expect(HTTPPool.readsInFlight >= 8)
+        for _ in 0..<300 where HTTPPool.readsStalledTotal < stalledBefore + 8 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(HTTPPool.readsStalledTotal >= stalledBefore + 8)
+        server.release()
+        for (index, task) in held.enumerated() {
+            guard case .success(let answer) = await task.value else { Issue.record("held call \(index)"); continue }
+            #expect(String(decoding: answer.body, as: UTF8.self).hasPrefix("{\"held\":"))
+        }
+        #expect(server.accepted <= 12)
+    }
+
+    /// A call that times out leaves its request open; the same request asked again waits for that copy's answer
+    /// instead of going out a second time, and gets it when the server answers.
+    @Test func anAbandonedRequestIsNotSentAgainWhileOpen() async throws {
+        let server = try ScriptedHTTPServer { _, request in .hold("{\"n\":\(request)}") }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        let first = await pool.send(get(server, "/api/flow_runs/a", timeout: 1))
+        guard case .failure(let failure) = first else { Issue.record("expected a timeout: \(first)"); return }
+        #expect(failure.reason.contains("did not answer within 1 s"))
+        #expect(HTTPPool.readsAbandonedTotal >= 1)
+        let again = Task { await pool.send(get(server, "/api/flow_runs/a", timeout: 10)) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(server.requests == 1)
+        server.release()
+        guard case .success(let reply) = await again.value else { Issue.record("the repeat got no answer"); return }
+        #expect(String(decoding: reply.body, as: UTF8.self) == "{\"n\":0}")
+        #expect(server.requests == 1)
+        #expect(server.accepted == 1)
+        // The connection is free again once answered.
+        #expect(status(await pool.send(get(server, "/api/flow_runs/a"))) == 200)
+        #expect(server.accepted == 1)
+    }
+
+    /// An abandoned request the server never answers gives its connection up after `abandonedHoldMs`; what waited
+    /// on it is then sent on its own.
+    @Test func anAbandonedRequestIsGivenUpInTheEnd() async throws {
+        let server = try ScriptedHTTPServer { connection, _ in
+            connection == 0 ? .stall : .answer("{\"c\":\(connection)}")
+        }
+        defer { server.stop() }
+        var options = HTTPPool.Options()
+        options.abandonedHoldMs = 1_500
+        let pool = try HTTPPool(options: options)
+        defer { pool.close() }
+        guard case .failure = await pool.send(get(server, timeout: 1)) else { Issue.record("expected a timeout"); return }
+        // Joins the open copy, which is given up 1.5 s after it was sent: then it goes out by itself.
+        let again = await pool.send(get(server, timeout: 10))
+        guard case .success(let reply) = again else { Issue.record("the repeat: \(again)"); return }
+        #expect(String(decoding: reply.body, as: UTF8.self) == "{\"c\":1}")
+        #expect(server.requests == 2)
+    }
+
+    /// One group's requests (one run's reads) take at most `maxInFlightPerGroup` connections; the rest wait their
+    /// turn, and other groups' calls go on meanwhile.
+    @Test func aGroupTakesAtMostItsShareOfConnections() async throws {
+        let server = try ScriptedHTTPServer { connection, _ in connection < 3 ? .hold("{}") : .answer("{}") }
+        defer { server.stop() }
+        let pool = try HTTPPool()
+        defer { pool.close() }
+        func read(_ path: String, group: String) -> HTTPCall {
+            var call = get(server, path, timeout: 30)
+            call.group = group
+            return call
+        }
+        let runA = (0..<5).map { index in Task { await pool.send(read("/api/a/\(index)", group: "a")) } }
+        for _ in 0..<300 where server.holding < 3 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(server.holding == 3)
+        #expect(server.requests == 3)
+        #expect(status(await pool.send(read("/api/b", group: "b"))) == 200)
+        server.release()
+        for task in runA { #expect(status(await task.value) == 200) }
+        #expect(server.requests == 6)
     }
 
     @Test func chunkedAnswersAndRetryAfter() async throws {

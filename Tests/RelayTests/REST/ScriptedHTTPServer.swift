@@ -22,6 +22,8 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         case hangUp
         /// Keep the connection open and never answer.
         case stall
+        /// A 200 with this body once `release()` is called (as a server holds a slow query); kept alive.
+        case hold(String)
     }
 
     private struct Client {
@@ -41,6 +43,10 @@ final class ScriptedHTTPServer: @unchecked Sendable {
     private let acceptedCount = Atomic<Int>(0)
     private let requestCount = Atomic<Int>(0)
     private let received = Mutex<[String]>([])
+    private let releasing = Atomic<Bool>(false)
+    private let heldCount = Atomic<Int>(0)
+    /// Requests held (`Action.hold`) and not answered yet: by the client's fd, with their bodies. Server thread only.
+    private var held: [(fd: Int32, body: String)] = []
     private var thread = pthread_t()
 
     /// Connections accepted so far.
@@ -49,6 +55,11 @@ final class ScriptedHTTPServer: @unchecked Sendable {
     var requests: Int { requestCount.load(ordering: .relaxed) }
     /// Every request read, head and body, as text, in order.
     var requestTexts: [String] { received.withLock { $0 } }
+    /// Requests held now (`Action.hold`), on connections still open.
+    var holding: Int { heldCount.load(ordering: .relaxed) }
+
+    /// Answers every held request, and from now on answers `hold` at once.
+    func release() { releasing.store(true, ordering: .relaxed) }
 
     init(tls: Bool = false, host: String = "127.0.0.1",
          script: @escaping @Sendable (_ connection: Int, _ request: Int) -> Action) throws {
@@ -112,6 +123,13 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         while !stopping.load(ordering: .relaxed) {
             var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
             fds += clients.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            if releasing.load(ordering: .relaxed), !held.isEmpty {
+                for (fd, body) in held {
+                    if let client = clients.first(where: { $0.fd == fd }) { _ = perform(.answer(body), on: client) }
+                }
+                held.removeAll()
+                heldCount.store(0, ordering: .relaxed)
+            }
             guard poll(&fds, nfds_t(fds.count), 20) > 0 else { continue }
             if fds[0].revents != 0 {
                 // Close-on-exec from the start: a child process another test spawns must not inherit the socket,
@@ -140,12 +158,19 @@ final class ScriptedHTTPServer: @unchecked Sendable {
                     let action = script(clients[index].index, clients[index].requests)
                     clients[index].requests += 1
                     requestCount.add(1, ordering: .relaxed)
+                    if case .hold(let body) = action, !releasing.load(ordering: .relaxed) {
+                        held.append((clients[index].fd, body))
+                        heldCount.store(held.count, ordering: .relaxed)
+                        continue
+                    }
                     if !perform(action, on: clients[index]) {
                         closed.append(clients[index].fd)
                         break
                     }
                 }
             }
+            held.removeAll { closed.contains($0.fd) }
+            heldCount.store(held.count, ordering: .relaxed)
             for client in clients where closed.contains(client.fd) && client.tls == nil { close(client.fd) }
             clients.removeAll { closed.contains($0.fd) }  // a TLSSocket closes its own fd
         }
@@ -169,6 +194,8 @@ final class ScriptedHTTPServer: @unchecked Sendable {
             return false
         case .stall:
             return true
+        case .hold(let body):
+            return perform(.answer(body), on: client)
         }
     }
 
