@@ -17,8 +17,9 @@ Per scenario, one line and an entry in chaos/results.json:
 
 Exit code 1 if any scenario missed an alert, missed its target (socket-cuts: p50 <= 3 s, max <= 15 s; fd-exhaustion:
 < 0.1 core, <= 40 log lines, no exit and the next pause in <= 5 s under RLIMIT_NOFILE 128; db-deleted: the relay
-exits non-zero; rest-stall: the new pause's alerts within 2 s while other runs' reads are held) or failed to run; all
-results are printed first.
+exits non-zero; rest-stall: the new pause's alerts within 2 s while other runs' reads are held; relay-kill: per kill,
+no more pushes re-sent that APNs had answered over 50 ms before it than were in flight) or failed to run; all results
+are printed first.
 
 Options: --quick (a smoke run: one kill round, 20 s of cuts, short scenarios only), --only name,name, --seed N.
 """
@@ -173,17 +174,19 @@ async def wait_for(predicate, timeout: float, step: float = 0.005) -> bool:
 
 @dataclass
 class FanOut:
-    pause: Pause
+    pausing: asyncio.Task  # the pause (its state read from Prefect once it is there)
     before: int  # requests the fake had seen before the pause
 
 
 async def pause_and_wait_for_requests(stack: Stack, pauser: Pauser, rng: random.Random) -> FanOut:
     """A pause, then a wait until a random 10-70 % of its fan-out (an alert and a start per phone) reached APNs."""
     before = stack.fake.arrivals.total
-    pause = await pauser.pause()
+    # Reading the pause's state from Prefect can take longer than the fan-out: the count is watched meanwhile.
+    pausing = asyncio.create_task(pauser.pause())
     threshold = before + rng.randint(len(stack.phones) * 2 // 10, len(stack.phones) * 14 // 10)
-    await wait_for(lambda: stack.fake.arrivals.total >= threshold, 30, step=0.001)
-    return FanOut(pause, before)
+    await wait_for(lambda: stack.fake.arrivals.total >= threshold or pausing.done() and pausing.exception(), 30,
+                   step=0.001)
+    return FanOut(pausing, before)
 
 
 def progress(seen: int, total: int) -> str:
@@ -209,23 +212,87 @@ async def baseline(ctx: Context) -> dict:
 
 
 async def relay_kill(ctx: Context) -> dict:
-    """kill -9 of the relay mid fan-out (alerts and starts to every phone), then a restart, several rounds."""
-    count, rounds = 2000, 1 if ctx.quick else 3
+    """kill -9 of the relay mid fan-out (alerts and starts to every phone), then a restart, several rounds; the last
+    one killed while the fan-out waits for one slow answer (`STRAGGLER_MS`), everything else answered. Per kill, the
+    pushes sent again after the restart that APNs had answered more than `ANSWERED_BEFORE_MS` before the kill
+    (re-sent) against those in flight at the kill (sent and unanswered, or answered within that margin): a relay
+    that makes each answer durable promptly re-sends at most the ones in flight."""
+    count, rounds = 1000, 1 if ctx.quick else 3
     async with bring_up(ctx, "relay-kill", count) as stack:
-        pauser = await stack.pauser(rounds)
-        pauses, deadlines, notes = [], [], []
-        for _ in range(rounds):
-            sent = await pause_and_wait_for_requests(stack, pauser, ctx.rng)
-            await stack.relay.kill()
-            notes.append(progress(stack.fake.arrivals.total - sent.before, 2 * count))
-            pause = sent.pause
+        pauser = await stack.pauser(rounds + 1)
+        pauses, deadlines, notes, kills = [], [], [], []
+        for round in range(rounds + 1):
+            straggler = stack.phones[0].token if round == rounds else None
+            before = stack.fake.arrivals.total
+            # The fake kills the relay as the n-th request arrives: a harness watching its output would land late,
+            # after a fan-out the relay finishes in ~0.2 s.
+            if straggler:
+                await stack.fake.command(f"straggle {straggler} {STRAGGLER_MS}")
+                await stack.fake.kill_after(stack.relay.process, 2 * count, wait_ms=STRAGGLER_MS // 10)
+            else:
+                await stack.fake.kill_after(stack.relay.process, ctx.rng.randint(count * 2 // 10, count * 14 // 10))
+            pausing = asyncio.create_task(pauser.pause())
+            killed_ns = await stack.fake.killed()
+            await stack.relay.process.wait()
+            pause = await pausing
+            if straggler:
+                await stack.fake.command(f"straggle {straggler} 0")
+            restarted_ns = time.monotonic_ns()
             await stack.relay.start()
             deadline = time.monotonic() + WINDOW
             await stack.settle([pause], deadline)
+            # What the restarted relay sends again comes from its outbox (a push whose answer the kill lost may
+            # already count as delivered): the round ends once that is empty.
+            pending = None
+            while time.monotonic() < deadline and (pending := await stack.relay.outbox_pending()) != 0:
+                await asyncio.sleep(0.1)
+            if pending != 0:
+                raise RuntimeError(f"the restarted relay's outbox still held {pending} pushes")
+            await asyncio.sleep(0.1)  # the fake writes its arrival lines in batches: the last ones of the round
+            kill = resent_after_kill(stack.fake.arrivals.requests[before:], killed_ns, restarted_ns,
+                                     {("alert", straggler): STRAGGLER_MS} if straggler else {})
+            kills.append(kill)
+            when = (f"all {2 * count} requests, {STRAGGLER_MS // 10} ms later, one answer held {STRAGGLER_MS} ms"
+                    if straggler else progress(kill["reached_before_kill"], 2 * count))
+            notes.append(f"{when}: re-sent {kill['resent']} answered > {ANSWERED_BEFORE_MS} ms before the kill "
+                         f"(of {kill['sent_again']} sent again, the oldest answered {kill['oldest_sent_again_ms']} ms "
+                         f"before), in flight {kill['in_flight']}")
             pauses.append(pause)
             deadlines.append(deadline)
             await pauser.resume()
-        return {**tally(stack, pauses, deadlines), "note": "killed after " + ", ".join(notes)}
+        met = all(kill["resent"] <= kill["in_flight"] for kill in kills)
+        return {**tally(stack, pauses, deadlines), "kills": kills, "target_met": met,
+                "note": "killed after " + "; ".join(notes) + ("" if met else "; re-sent more than were in flight")}
+
+
+STRAGGLER_MS = 3000  # the last relay-kill round's slow answer
+
+ANSWERED_BEFORE_MS = 50  # an answer older than this at the kill should have been made durable
+
+
+def resent_after_kill(requests: list[tuple[int, str, str, int]], killed_ns: int, restarted_ns: int,
+                      slow: dict[tuple[str, str], int]) -> dict:
+    """Of one fan-out's requests (stamp, push type, token, status), around a kill at `killed_ns` and a restart at
+    `restarted_ns`: `resent`, pushes answered more than `ANSWERED_BEFORE_MS` before the kill and sent again after
+    the restart; `in_flight`, pushes the killed relay had sent that were unanswered at the kill (reaching APNs after
+    it, or never answered), or answered within that margin; `sent_again`, every push sent both before and after the
+    restart. The fake answers a request as it completes, so its stamp is when it was answered, but for the
+    (push type, token) pairs of `slow`, answered that many ms later."""
+    cutoff = killed_ns - ANSWERED_BEFORE_MS * 1_000_000
+    before: dict[tuple[str, str], tuple[int, int, int]] = {}  # (push type, token) -> first (arrived, answered, status)
+    again: set[tuple[str, str]] = set()
+    for stamp, push_type, token, status in requests:
+        key = (push_type, token)
+        if stamp < restarted_ns:
+            before.setdefault(key, (stamp, stamp + slow.get(key, 0) * 1_000_000, status))
+        elif key in before:
+            again.add(key)
+    in_flight = sum(1 for _, answered, status in before.values() if status == 0 or answered >= cutoff)
+    resent = sum(1 for key in again if before[key][2] != 0 and before[key][1] < cutoff)
+    reached = sum(1 for arrived, _, _ in before.values() if arrived < killed_ns)
+    oldest = min((before[key][1] for key in again if before[key][2] != 0), default=killed_ns)
+    return {"resent": resent, "in_flight": in_flight, "sent_again": len(again), "reached_before_kill": reached,
+            "oldest_sent_again_ms": round(max(0, killed_ns - oldest) / 1e6, 1)}
 
 
 async def apns_kill(ctx: Context) -> dict:
@@ -235,7 +302,7 @@ async def apns_kill(ctx: Context) -> dict:
         pauser = await stack.pauser()
         sent = await pause_and_wait_for_requests(stack, pauser, ctx.rng)
         await stack.fake.die()
-        seen, pause = stack.fake.arrivals.total - sent.before, sent.pause
+        seen, pause = stack.fake.arrivals.total - sent.before, await sent.pausing
         await asyncio.sleep(1)
         await stack.fake.start()
         return {**(await stack.settled(pause)), "note": "killed after " + progress(seen, 2 * count)}

@@ -155,9 +155,11 @@ class Arrivals:
         self.accepted: dict[tuple[str, str, str], list[int]] = {}  # (collapse id, push type, token)
         self.without_collapse: dict[tuple[str, str, str], list[int]] = {}  # (run id, push type, token)
         self.total = 0  # every request, answered or not
+        self.requests: list[tuple[int, str, str, int]] = []  # every request: (stamp, push type, token, status)
 
     def add(self, stamp: int, token: str, collapse: str, push_type: str, status: int, run_id: str) -> None:
         self.total += 1
+        self.requests.append((stamp, push_type, token.lower(), status))
         if status != 200:
             return
         if collapse != "-":
@@ -184,6 +186,7 @@ class FakeAPNs:
         self.port = 0
         self.arrivals = Arrivals()
         self.acks: asyncio.Queue = asyncio.Queue()
+        self.kills: asyncio.Queue = asyncio.Queue()  # CLOCK_MONOTONIC ns of each `kill ... after` done
 
     async def start(self) -> None:
         argv = [self.binary, "--name", "production", "--port", str(self.port), "--cert", f"{FIX}/server.pem",
@@ -203,6 +206,8 @@ class FakeAPNs:
             if len(parts) == 7 and parts[0] == b"arrival":
                 self.arrivals.add(int(parts[1]), parts[2].decode(), parts[3].decode(), parts[4].decode(),
                                   int(parts[5]), parts[6].decode())
+            elif len(parts) == 3 and parts[0] == b"killed":
+                self.kills.put_nowait(int(parts[2]))
             elif parts[:1] in ([b"ok"], [b"error"]):
                 self.acks.put_nowait(raw.decode().strip())
 
@@ -213,6 +218,15 @@ class FakeAPNs:
         ack = await asyncio.wait_for(self.acks.get(), 5)
         if ack != f"ok {text}":
             raise RuntimeError(f"fake-apns refused {text!r}: {ack}")
+
+    async def kill_after(self, process: asyncio.subprocess.Process, requests: int, wait_ms: int = 0) -> None:
+        """Has the fake SIGKILL `process` as the `requests`-th request from now arrives, or `wait_ms` after (see
+        `killed`)."""
+        await self.command(f"kill {process.pid} after {requests}" + (f" wait {wait_ms}" if wait_ms else ""))
+
+    async def killed(self, timeout: float = 60) -> int:
+        """When the kill `kill_after` planned was done (CLOCK_MONOTONIC ns, the clock of the arrival stamps)."""
+        return await asyncio.wait_for(self.kills.get(), timeout)
 
     async def die(self) -> None:
         """Ends the fake the way kill -9 does, but with every request it answered reported (`exit`)."""
@@ -289,6 +303,15 @@ class Relay:
             return json.loads(body) if status == 200 else None
         except (OSError, ValueError, http.client.HTTPException):
             return None
+
+    async def outbox_pending(self) -> int | None:
+        """Pushes stored and not yet answered (`prefect_push_outbox_pending`), or None if it can't be read."""
+        try:
+            status, body = await asyncio.to_thread(http_call, self.port, "GET", "/metrics", None, BASIC, 2)
+        except (OSError, http.client.HTTPException):
+            return None
+        found = re.search(rb"^prefect_push_outbox_pending (\d+)$", body, re.MULTILINE) if status == 200 else None
+        return int(found.group(1)) if found else None
 
     async def register(self, phones: list[Device]) -> None:
         await asyncio.to_thread(register_phones, self.port, phones)

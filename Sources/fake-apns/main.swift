@@ -1,4 +1,5 @@
 import CShims
+import Dispatch
 import FakeAPNs
 import Glibc
 import Relay
@@ -25,6 +26,12 @@ import Synchronization
 //                              completes), until off
 //   exit                       die at once like kill -9 (the kernel resets every connection), but only after
 //                              writing the arrival line of every request answered; no acknowledgement
+//   straggle <token> <ms>      answer the requests to <token> <ms> later (0: at once again): a push that holds its
+//                              fan-out open
+//   kill <pid> after <n> [wait <ms>]
+//                              (with --arrivals) SIGKILL process <pid> as the n-th request from now arrives (before
+//                              answering it), or <ms> after, then write `killed <pid> <CLOCK_MONOTONIC ns just before
+//                              the signal>`: a kill that lands mid fan-out however fast the sender is
 // Starting it again on the same --port brings APNs back.
 
 func argument(_ name: String) -> String? {
@@ -208,6 +215,13 @@ func apply(_ command: String) -> Bool {
         fake.goAway(afterStreams: Int(words[1]))
     case ("silence", 2) where words[1] == "on" || words[1] == "off":
         fake.silence(words[1] == "on")
+    case ("straggle", 3):
+        guard let ms = Int(words[2]), ms >= 0 else { return false }
+        if ms == 0 { fake.script(words[1], .accept) } else { fake.script(words[1], .slow(ms: ms, .accept)) }
+    case ("kill", 4) where words[2] == "after", ("kill", 6) where words[2] == "after" && words[4] == "wait":
+        guard arrivals, let pid = Int32(words[1]), let count = Int(words[3]), count > 0,
+              let wait = words.count == 6 ? Int(words[5]) : 0, wait >= 0 else { return false }
+        killPlan.withLock { $0 = (pid, count, wait) }
     case ("exit", 1):
         // The loop thread reports a request (under this lock) before it answers it, so holding the lock until
         // _exit means no request is answered without its line.
@@ -226,6 +240,20 @@ let arrivals = CommandLine.arguments.contains("--arrivals")
 let name = argument("--name") ?? "apns"
 /// Requests whose arrival lines the main thread is still to write.
 let pendingArrivals = Mutex<[FakeAPNs.Request]>([])
+/// `kill <pid> after <n> [wait <ms>]`: the process to kill, how many more requests to let arrive first, and how
+/// long after the last of them.
+let killPlan = Mutex<(pid: Int32, left: Int, waitMs: Int)?>(nil)
+/// A kill done and not yet reported: the process and when (CLOCK_MONOTONIC ns).
+let killed = Mutex<(pid: Int32, ns: Int64)?>(nil)
+
+/// Kills `pid` now and has the main thread report it (it is woken even if no request comes after).
+func killNow(_ pid: Int32) {
+    let ns = monotonicNanoseconds()
+    kill(pid, SIGKILL)
+    killed.withLock { $0 = (pid, ns) }
+    var one: UInt64 = 1
+    _ = write(arrivalSignal, &one, 8)
+}
 /// Written by the loop thread when it queues an arrival into an empty `pendingArrivals`: the main thread sleeps until
 /// then instead of looking every 2 ms (which took a slice of the cores the benchmark times 500 times a second).
 /// Held open for the life of the process (-1 without --arrivals).
@@ -251,6 +279,16 @@ do {
             if wasEmpty {
                 var one: UInt64 = 1
                 _ = write(arrivalSignal, &one, 8)
+            }
+            let victim = killPlan.withLock { plan -> (pid: Int32, waitMs: Int)? in
+                guard let (pid, left, waitMs) = plan else { return nil }
+                plan = left > 1 ? (pid, left - 1, waitMs) : nil
+                return left > 1 ? nil : (pid, waitMs)
+            }
+            if let victim, victim.waitMs == 0 {
+                killNow(victim.pid)
+            } else if let victim {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(victim.waitMs)) { killNow(victim.pid) }
             }
         } else if !quiet {
             FileHandleLine.write(describe(request, host: name))
@@ -280,4 +318,8 @@ while true {
     }
     inBurst = !requests.isEmpty
     if inBurst { FileHandleLine.write(arrivalLines(requests)) }
+    // After the arrival lines: every request stamped before the kill is reported before it.
+    if let (pid, ns) = killed.withLock({ done in defer { done = nil }; return done }) {
+        FileHandleLine.write("killed \(pid) \(ns)\n")
+    }
 }
