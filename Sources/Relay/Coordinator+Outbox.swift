@@ -1,12 +1,17 @@
 import RelayCore
 
 /// The durable outbox's bookkeeping on the actor that owns the store: a fan-out is written before it is sent
-/// (`enqueue`), each answer is settled in batches (one transaction per `settleBatch` answers, not per push), and
-/// stored pushes that are due (after a restart, a lost connection, a 429/5xx) are sent again (`drainOutbox`).
+/// (`enqueue`), each answer is settled in batches (one transaction per `settleBatch` answers or per `settleDelay`:
+/// not per push, nor held until the fan-out ends), and stored pushes that are due (after a restart, a lost
+/// connection, a 429/5xx) are sent again (`drainOutbox`).
 extension Coordinator {
-    /// Answers written per transaction. A kill between two flushes resends at most this many delivered pushes,
-    /// which `apns-collapse-id` folds into one notification on the phone.
+    /// Answers written per transaction at most; fewer when `settleDelay` passes first.
     static let settleBatch = 64
+
+    /// How long an answer may wait in memory for others to share its transaction. A kill loses the answers not yet
+    /// written, and their pushes are sent again after the restart: this bounds them to the ones APNs answered in
+    /// the last few ms (or still in flight), not a fan-out's worth.
+    static let settleDelay: Duration = .milliseconds(4)
 
     private func nowMs() -> Int64 { Int64(now() * 1000) }
 
@@ -81,6 +86,19 @@ extension Coordinator {
     /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:seconds:)`.
     func settled(_ answers: [(OutboxItem, Delivery, Double)]) {
         for (item, delivery, seconds) in answers { settled(item, delivery, seconds: seconds) }
+        flushSoon()
+    }
+
+    /// Writes the answers gathered so far once `settleDelay` has passed, unless a full batch writes them first.
+    /// One timer at a time: it is armed with the first unwritten answer.
+    private func flushSoon() {
+        guard !settling.isEmpty, !settleTimerArmed else { return }
+        settleTimerArmed = true
+        Task {
+            try? await Task.sleep(for: Coordinator.settleDelay)
+            settleTimerArmed = false
+            flushSettled()
+        }
     }
 
     /// One answer: metrics, what it means for the registry, and what becomes of the stored push.

@@ -39,6 +39,8 @@ actor Coordinator {
     /// stored push is due (unix ms; nil: nothing stored).
     var sending: Set<Int64> = []
     var settling: [(id: Int64, verdict: OutboxVerdict)] = []
+    /// A flush of `settling` is due within `settleDelay` (`flushSoon`).
+    var settleTimerArmed = false
     var nextDueMs: Int64?
     var lastOutboxPrune = 0.0
     let schedule = OutboxSchedule()

@@ -268,18 +268,22 @@ struct Notifier: Sendable {
         guard !items.isEmpty, let apns else { return }
         let started = SystemClock.monotonic()
         let relay = self.relay
-        // Answers reach the relay in batches, one actor hop per `Coordinator.settleBatch` pushes rather than one per push.
+        // Answers reach the relay in batches: those that came together (one actor hop per burst, at most
+        // `Coordinator.settleBatch` a hop), not held back for more, so the relay can make them durable at once.
         let answered = Locked<[(OutboxItem, Delivery, Double)]>([])
-        let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries) { index, delivery in
-            let batch = answered.withLock { answers -> [(OutboxItem, Delivery, Double)] in
-                answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
-                guard answers.count >= Coordinator.settleBatch else { return [] }
-                defer { answers.removeAll(keepingCapacity: true) }
-                return answers
-            }
+        let handOver: @Sendable () async -> Void = {
+            let batch = answered.withLock { answers in defer { answers.removeAll(keepingCapacity: true) }; return answers }
             if !batch.isEmpty { await relay.settled(batch) }
         }
-        await relay.settled(answered.withLock { answers in defer { answers.removeAll() }; return answers })
+        let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries,
+                                          drained: handOver) { index, delivery in
+            let full = answered.withLock { answers in
+                answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
+                return answers.count >= Coordinator.settleBatch
+            }
+            if full { await handOver() }
+        }
+        await handOver()
         await relay.flushSettled()
         Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
                                  "delivered": String(delivered), "ms": String(Int((SystemClock.monotonic() - started) * 1000))])

@@ -7,11 +7,14 @@ extension APNsClient {
 
     /// Delivers every item with the device rules of `deliver(_:to:)` (the other host on BadDeviceToken, dead tokens
     /// reported) and the retry rules of `send` (`retry`, default the client's policy), at most `window` at a time,
-    /// calling `done` with each item's index and answer as it arrives. Returns how many were delivered.
+    /// calling `done` with each item's index and answer as it arrives, and `drained` once the answers that came
+    /// together have each been through `done` (so a caller that gathers them hands them on without waiting for
+    /// more). Returns how many were delivered.
     ///
     /// No task per push: requests go to each host's connection in batches (`APNsConnection.submit`) and answers
     /// come back through one stream, so a fan-out to thousands of phones costs one task, not thousands.
     package func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: RetryPolicy? = nil,
+                drained: @escaping @Sendable () async -> Void = {},
                 done: @escaping @Sendable (_ index: Int, _ delivery: Delivery) async -> Void) async -> Int {
         guard !items.isEmpty else { return 0 }
         var fan = FanOut(items: items, policy: retry ?? self.retry)
@@ -60,6 +63,7 @@ extension APNsClient {
                     await done(index, delivery)
                 }
             }
+            await drained()
             if fan.isComplete { return delivered }
             send(fan.admit(window: window), fan.token)
         }

@@ -69,18 +69,24 @@ extension Store {
 
     func outboxCount() throws -> Int { try count("SELECT count(*) FROM outbox") }
 
-    /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled.
+    /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled, and a
+    /// message whose last row went goes with it (its body is only read to send its rows).
     func settle(_ results: [(id: Int64, verdict: OutboxVerdict)]) throws {
         guard !results.isEmpty else { return }
-        let delete = try statement("DELETE FROM outbox WHERE id = ?1")
+        let delete = try statement("DELETE FROM outbox WHERE id = ?1 RETURNING message_id")
         let reschedule = try statement("UPDATE outbox SET attempts = attempts + 1, due_ms = ?2 WHERE id = ?1")
+        let deleteMessage = try statement("""
+            DELETE FROM outbox_messages WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = ?1)
+            """)
         try database.transaction {
+            var messages: Set<Int64> = []
             for (id, verdict) in results {
                 switch verdict {
-                case .settled: _ = try delete.execute([.integer(id)])
+                case .settled: messages.formUnion(try delete.query([.integer(id)]) { $0.int64(0) })
                 case .retry(let at): _ = try reschedule.execute([.integer(id), .integer(Int64(at * 1000))])
                 }
             }
+            for message in messages { try deleteMessage.execute([.integer(message)]) }
         }
     }
 

@@ -67,6 +67,25 @@ import Testing
         #expect(again.first?.attempts == 1)
     }
 
+    /// A message's body goes in the transaction that settles its last row; one with a row still to send (settled
+    /// or rescheduled in another batch) is kept.
+    @Test func aMessageGoesWithItsLastRow() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 3)
+        let items = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) }),
+                                       OutboxBatch(message: message(.start), recipients: [(phones[0], "feed")])], dueMs: 0)
+        let messages = { try store.database.scalarInt("SELECT count(*) FROM outbox_messages") }
+        try store.settle([(items[0].id, .settled), (items[3].id, .settled)])
+        #expect(try messages() == 1)
+        try store.settle([(items[1].id, .settled), (items[2].id, .retry(at: 20))])
+        #expect(try messages() == 1)
+        #expect(try store.duePushes(nowMs: 20_000, limit: 10).map(\.id) == [items[2].id])
+        try store.settle([(items[2].id, .settled)])
+        #expect(try messages() == 0)
+        #expect(try store.outboxCount() == 0)
+    }
+
     @Test func eachFanOutIsAMessageOfItsOwn() throws {
         let dir = try StoreScratch()
         let store = try dir.store()

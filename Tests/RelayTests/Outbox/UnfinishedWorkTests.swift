@@ -67,6 +67,29 @@ import Testing
         #expect(await relay.watcher.pauses["s1"]?.timeoutAt == 601)
     }
 
+    /// Answers fewer than a batch are written within `settleDelay` of reaching the relay, without the end of their
+    /// fan-out or the 1 s tick: a kill then sends again only what was still in flight.
+    @Test func answersAreWrittenWithinMilliseconds() async throws {
+        let dir = try StoreScratch()
+        let phone = try dir.store().upsertDevice(registration("phone"), now: 1)
+        let relay = try coordinator(dir)
+        var batch = reminder(phone)
+        batch.recipients = ["aa01", "aa02", "aa03"].map { (phone, $0) }
+        let items = try #require(await relay.enqueue([batch]))
+        let delivered = Delivery(outcome: .delivered(apnsID: nil), environment: .production, effect: .none)
+        let handed = SystemClock.monotonic()
+        await relay.settled(items.prefix(2).map { ($0, delivered, 0.01) })
+        var left = try dir.store().outboxCount()
+        while left != 1 && SystemClock.monotonic() - handed < 2 {
+            try await Task.sleep(for: .milliseconds(1))
+            left = try dir.store().outboxCount()
+        }
+        #expect(left == 1)
+        // Well under the tick, with room for a loaded machine.
+        #expect(SystemClock.monotonic() - handed < 0.5)
+        #expect(await relay.sending == [items[2].id])
+    }
+
     @Test func liveActivitiesLeftByAStopAreEndedAfterTheRestart() async throws {
         let dir = try StoreScratch()
         let store = try dir.store()
