@@ -40,7 +40,7 @@ RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
 .PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind release-inputs symbol-order build debug test k8s-validate run demo bench bench-build size-report chaos \
-        chaos-quick chaos-asan chaos-asan-smoke clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
+        chaos-quick chaos-asan chaos-asan-smoke soak clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -97,13 +97,15 @@ debug: deps-apt
 
 # Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
 # Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate) and the
-# release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL), each
-# fuzz harness has run a few seconds and the quick fault-injection scenarios have passed. The test run is bounded
+# release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL) and held
+# 3,000 pauses flat (a soak smoke), each fuzz harness has run a few seconds and the quick fault-injection scenarios
+# have passed, the relay built plain and with AddressSanitizer. The test run is bounded
 # (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
 TEST_BOUND_SECONDS ?= 900
 test: deps k8s-validate release-inputs
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
+	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every 500 --out .build/soak-smoke.json
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory chaos-quick
@@ -179,6 +181,16 @@ bench: bench-build
 bench-build: deps deps-bench build
 	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push-bench
+
+# Thousands of pauses and resumes against the scripted Prefect and the fake APNs (bench/soak.py), the relay's RSS,
+# descriptors and store sampled as they go: fails if RSS grows over 1 MiB after the warm-up, descriptors don't come
+# back, the store outgrows its bounds or keeps a message without rows. Release builds; ~2 minutes for 10,000 pauses.
+# `make test` runs SOAK_SMOKE_PAUSES of it.
+SOAK_PAUSES ?= 10000
+SOAK_SMOKE_PAUSES ?= 3000
+soak: deps build
+	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
+	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_PAUSES)
 
 # Fault injection (chaos/run.py): the relay against a real Prefect server through a TCP proxy that cuts, blackholes,
 # answers 500 and holds some runs' reads, and a fake APNs that is killed, answers 503, sends GOAWAY or goes silent;

@@ -169,5 +169,16 @@ extension Coordinator {
         } catch {
             Log.error("store.failed", ["action": "prune_outbox", "error": "\(error)"])
         }
+        pruneStore()
+    }
+
+    /// Ended pauses past the store's retention (a day) go; memory forgot them long before (`Watcher.Rules`).
+    func pruneStore() {
+        do {
+            let pruned = try store.prunePauses(endedBefore: Int64(now() - watcher.rules.retention))
+            if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
+        } catch {
+            Log.error("store.failed", ["action": "prune_pauses", "error": "\(error)"])
+        }
     }
 }

@@ -133,9 +133,6 @@ extension Coordinator {
                     if try !store.markEnded(stateID: stateID, state: state, at: at) { skipped.insert(stateID) }
                     propsArrivals[stateID] = nil
                     drop(PauseJob.Kind.announce(nil), stateID: stateID)
-                case .prune(let before):
-                    let pruned = try store.prunePauses(endedBefore: before)
-                    if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
                 case .announce:
                     break  // started above
                 case .remind(let pause, let minutes):

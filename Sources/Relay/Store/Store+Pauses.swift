@@ -35,9 +35,10 @@ extension Store {
     @discardableResult
     func markEnded(stateID: String, state: String?, at time: Int64) throws -> Bool {
         let end = try statement("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL")
+        // The messages go with their rows (ON DELETE CASCADE): deleting the rows alone left each body behind until
+        // the 5-minute prune when the pause ended while its answers were still on their way (1 pause in 14, soak).
         let drop = try statement("""
-            DELETE FROM outbox WHERE message_id IN
-                (SELECT id FROM outbox_messages WHERE state_id = ?1 AND purpose IN ('alert', 'start', 'reminder'))
+            DELETE FROM outbox_messages WHERE state_id = ?1 AND purpose IN ('alert', 'start', 'reminder')
             """)
         return try database.transaction {
             guard try end.execute([.text(stateID), .text(state), .integer(time)]) > 0 else { return false }

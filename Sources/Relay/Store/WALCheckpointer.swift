@@ -25,6 +25,11 @@ final class WALCheckpointer: Sendable {
         /// Seconds after the last checkpoint that a log with anything new in it is checkpointed anyway, so a quiet
         /// relay's file is up to date within this long.
         var maxAge: Double = 30
+        /// Pages past which the log has run away: under writes that never pause (thousands of pauses a minute), a
+        /// PASSIVE checkpoint never catches up with the log's end, so the log is never started over and grew by
+        /// ~75 KB a pause (235 MB after 3,000). Past this a TRUNCATE checkpoint holds writers back for the copy
+        /// (a few ms) and empties the file.
+        var runawayFrames = 4_000
 
         /// Whether to checkpoint now, given the log's pages, those it held at the last checkpoint and that one's age.
         func isDue(frames: Int, atLast: Int, secondsSince: Double) -> Bool {
@@ -64,6 +69,8 @@ final class WALCheckpointer: Sendable {
     private static func run(_ database: Database, progress: WALProgress, policy: Policy, wake: WakeSignal,
                             inbox: Locked<Inbox>) {
         var failing = false
+        // A TRUNCATE checkpoint waits this long for the relay's write under way (they take well under a millisecond).
+        try? database.execute("PRAGMA busy_timeout = 250")
         // What a previous run (or the migration) left in the log is copied at once.
         var atLast = -1
         var lastAt = -Double.infinity
@@ -72,7 +79,8 @@ final class WALCheckpointer: Sendable {
             let now = SystemClock.monotonic()
             if policy.isDue(frames: frames, atLast: atLast, secondsSince: now - lastAt) {
                 do {
-                    try database.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    let mode = frames >= policy.runawayFrames ? "TRUNCATE" : "PASSIVE"
+                    try database.execute("PRAGMA wal_checkpoint(\(mode))")
                     if failing { Log.info("store.checkpoint_recovered") }
                     failing = false
                     (atLast, lastAt) = (frames, now)

@@ -56,8 +56,6 @@ public struct Watcher: Sendable {
         case markReminded(stateID: String, at: Int64)
         /// Store: the pause ended at `at`, the run now in state `state` (`nil` when the run is gone).
         case markEnded(stateID: String, at: Int64, state: String?)
-        /// Store: forget ended pauses whose `ended_at` is before this.
-        case prune(endedBefore: Int64)
         /// Send the pause's alert and live-activity start. Read `GET /flow_runs/{runID}` for the context
         /// (re-read until its `state.id` is the pause's) and hand that run back as `.run`.
         case announce(PauseRecord, Origin)
@@ -75,7 +73,14 @@ public struct Watcher: Sendable {
         public var reminderLead: Double = 5 * 60
         public var reminderMinimumTimeout: Int64 = 10 * 60
         public var reminderSlack: Int64 = 5
+        /// How long the store keeps an ended pause (the relay prunes it with the outbox, `Coordinator.pruneStore`).
         public var retention: Double = 24 * 3600
+        /// How long, and how many, ended pauses memory keeps. An ended pause is needed in memory only while an event
+        /// about it may still come (a replay after a reconnect reaches back minutes, not hours), and `seen` drops a
+        /// replayed event by its state id anyway; the store keeps the day's record. Without a bound, a relay's
+        /// memory grew with every pause of the last 24 h (about 2 KB each).
+        public var memoryRetention: Double = 2 * 3600
+        public var memoryEndedLimit = 512
         public var seenCapacity = 4096
 
         public init() {}
@@ -169,7 +174,7 @@ public struct Watcher: Sendable {
             }
         case .tick:
             remind(now: now, into: &actions)
-            prune(now: now, into: &actions)
+            prune(now: now)
         }
         return actions
     }
@@ -177,7 +182,6 @@ public struct Watcher: Sendable {
     /// Undoes in memory what a store action would have written, after the store failed to write it (locked,
     /// full, gone), so memory never runs ahead of the store: the step is taken again the next time the pause is
     /// seen (a run read, the listing, an event), instead of being remembered as done when nothing was kept.
-    /// `prune` needs nothing: a pause pruned from memory only, is pruned again after a restart.
     public mutating func revert(_ action: Action) {
         switch action {
         case .record(let pause):
@@ -193,7 +197,7 @@ public struct Watcher: Sendable {
                 pause.endedAt = nil
                 pause.endedState = nil
             }
-        case .prune, .announce, .remind, .end, .fetchRun:
+        case .announce, .remind, .end, .fetchRun:
             break
         }
     }
@@ -285,15 +289,19 @@ public struct Watcher: Sendable {
         }
     }
 
-    private mutating func prune(now: Double, into actions: inout [Action]) {
-        let cutoff = Self.seconds(now - rules.retention)
-        let old = pauses.values.filter { ($0.endedAt ?? .max) < cutoff }
-        guard !old.isEmpty else { return }
-        for pause in old {
-            forget(pause.stateID)
-            exactStart[pause.stateID] = nil
+    /// Memory forgets ended pauses past `memoryRetention` or beyond the newest `memoryEndedLimit` (the store keeps
+    /// them for `retention`).
+    private mutating func prune(now: Double) {
+        let memoryCutoff = Self.seconds(now - rules.memoryRetention)
+        let ended = pauses.values.filter { !$0.isWaiting }
+        let overLimit = ended.count - rules.memoryEndedLimit
+        if overLimit > 0 || ended.contains(where: { $0.endedAt! < memoryCutoff }) {
+            let oldestFirst = ended.sorted { ($0.endedAt!, $0.stateID) < ($1.endedAt!, $1.stateID) }
+            for (index, pause) in oldestFirst.enumerated() where index < overLimit || pause.endedAt! < memoryCutoff {
+                forget(pause.stateID)
+                exactStart[pause.stateID] = nil
+            }
         }
-        actions.append(.prune(endedBefore: cutoff))
     }
 
     // MARK: - Time

@@ -107,6 +107,8 @@ import Testing
                                OutboxBatch(message: message(.end), recipients: [(phones[1], "beef")])], dueMs: 0)
         #expect(try store.markEnded(stateID: "s1", state: "Running", at: 5))
         #expect(try store.duePushes(nowMs: 0, limit: 10).map(\.purpose) == [.end])
+        // The dropped pushes' bodies go with them: only the end's message is left.
+        #expect(try store.database.scalarInt("SELECT count(*) FROM outbox_messages") == 1)
     }
 
     @Test func unregisteringADeviceDropsItsPushes() throws {

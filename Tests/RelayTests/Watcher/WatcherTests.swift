@@ -65,6 +65,33 @@ import Testing
         #expect(watcher.pauses["s0-0"] == nil)
     }
 
+    /// Memory keeps the newest `memoryEndedLimit` ended pauses and none past `memoryRetention`; waiting pauses always
+    /// stay.
+    @Test func memoryKeepsABoundedTailOfEndedPauses() {
+        var rules = Watcher.Rules()
+        rules.memoryEndedLimit = 10
+        var watcher = Watcher(pauses: [], rules: rules)
+        let t = t0
+        for run in 0..<40 {
+            let at = t + Double(run)
+            _ = watcher.handle(.event(StateEvent(stateID: "p\(run)", runID: "run-\(run)", stateType: "PAUSED",
+                                                 stateName: "Paused", stateTimestamp: at)), now: at)
+            if run < 35 {
+                _ = watcher.handle(.event(StateEvent(stateID: "r\(run)", runID: "run-\(run)", stateType: "RUNNING",
+                                                     stateName: "Running", stateTimestamp: at + 0.5)), now: at + 0.5)
+            }
+        }
+        _ = watcher.handle(.tick, now: t + 50)
+        #expect(watcher.waitingCount == 5)
+        #expect(watcher.pauses.count == 15)  // 5 waiting + the 10 newest ended
+        #expect(watcher.pauses["p34"]?.isWaiting == false && watcher.pauses["p25"] != nil)
+        #expect(watcher.pauses["p24"] == nil && watcher.pauses["p0"] == nil)
+        #expect(watcher.pauses["p39"]?.isWaiting == true)
+        // Two hours on, every ended pause has left memory; the waiting ones are still there.
+        _ = watcher.handle(.tick, now: t + 50 + rules.memoryRetention + 1)
+        #expect(watcher.pauses.count == 5 && watcher.pauses.values.allSatisfy(\.isWaiting))
+    }
+
     @Test func eventThenListingAnnouncesOnce() {
         var watcher = Watcher(pauses: [])
         var actions = watcher.handle(.event(paused), now: t0 + 0.05)
@@ -462,7 +489,7 @@ import Testing
 
     // MARK: - Prune and memory
 
-    @Test func endedPausesAreForgottenAfterADay() {
+    @Test func endedPausesLeaveMemoryAfterTwoHours() {
         var ended = pausedRecord
         ended.stateID = "old"
         ended.endedAt = 1_000_000
@@ -470,13 +497,12 @@ import Testing
         var waiting = pausedRecord
         waiting.pausedAt = 900_000
         var watcher = Watcher(pauses: [ended, waiting])
-        let step39 = watcher.handle(.tick, now: 1_000_000 + 86_000)
-        #expect(step39 == [])
-        let step40 = watcher.handle(.tick, now: 1_000_000 + 86_401)
-        #expect(step40 == [.prune(endedBefore: 1_000_001)])
+        let before = watcher.handle(.tick, now: 1_000_000 + watcher.rules.memoryRetention - 1)
+        #expect(before == [])
+        #expect(watcher.pauses.count == 2)
+        let after = watcher.handle(.tick, now: 1_000_000 + watcher.rules.memoryRetention + 1)
+        #expect(after == [])  // the store keeps it for the day (Coordinator.pruneStore)
         #expect(watcher.pauses.keys.sorted() == [paused.stateID])
-        let step41 = watcher.handle(.tick, now: 1_000_000 + 90_000)
-        #expect(step41 == [])
     }
 
     @Test func seenEventIDsAreBounded() {
