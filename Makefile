@@ -103,6 +103,7 @@ debug: deps-apt
 # (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
 TEST_BOUND_SECONDS ?= 900
 test: deps k8s-validate release-inputs
+	$(VENV)/bin/python tools/verdict-selftest.py
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
 	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every 500 --out .build/soak-smoke.json

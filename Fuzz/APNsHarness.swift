@@ -5,17 +5,16 @@ func fuzzOne(_ data: [UInt8]) {
     guard data.count >= 3 else { return }
     let status = 100 + Int(UInt16(data[0]) << 8 | UInt16(data[1])) % 500
     let body = Array(data.dropFirst(3))
-    // The same reading as APNsClient.outcome(of:): the body's reason and timestamp.
-    let outcome: APNsOutcome
-    if status == 200 {
-        outcome = .delivered(apnsID: text(body))
-    } else {
-        let json = try? JSONParser.parse(body)
-        let reason = json?["reason"]?.string.map(APNsReason.init(rawValue:))
-        outcome = .rejected(APNsRejection(status: status, reason: reason, timestamp: json?["timestamp"]?.int, apnsID: nil))
-    }
+    // The relay's own classification (APNsClient.outcome(of:) is this initializer).
+    let retryAfter = data[2] & 0x40 != 0 ? Int(data[2] & 0x3f) : nil
+    let outcome = APNsOutcome(.response(status: status, apnsID: text(Array(body.prefix(8))), body: body, retryAfter: retryAfter))
     let action = outcome.action
     if status == 200 { fuzzCheck(action == .delivered, "200 not delivered") }
+    if status != 200, case .rejected(let rejection) = outcome {
+        fuzzCheck(rejection.status == status && rejection.retryAfter == retryAfter, "rejection lost its status")
+    } else if status != 200 {
+        fuzzCheck(false, "a non-200 answer was not a rejection")
+    }
     _ = outcome.label
     let device = Device(id: "d", token: String(repeating: "ab", count: 32), startToken: nil, environment: .production,
                         serverID: "s", createdAt: 0, updatedAt: 0)

@@ -6,7 +6,7 @@ let readers = TextReaders(parseJSON: { try? JSONParser.parse(Array($0.utf8)) }, 
 func fuzzOne(_ data: [UInt8]) {
     let parts = fields(data, 6)
     let summary = Markdown.summary(text(parts[0]))
-    fuzzCheck(summary.blocks.count <= 1000, "too many markdown blocks")
+    fuzzCheck(summary.blocks.count <= MarkdownSummary.maxBlocks, "\(summary.blocks.count) markdown blocks")
     let state = RunState(id: "s", type: "PAUSED", name: parts[5].first.map { $0 & 1 == 0 ? "Paused" : "Suspended" } ?? "Paused")
     let run = RunDetails(id: "r", name: text(parts[1]), state: state)
     let rows = [InputRow(key: "paused-1-schema", value: text(parts[2])),

@@ -18,8 +18,9 @@ Per scenario, one line and an entry in chaos/results.json:
 Exit code 1 if any scenario missed an alert, missed its target (socket-cuts: p50 <= 3 s, max <= 15 s; fd-exhaustion:
 < 0.1 core, <= 40 log lines, no exit and the next pause in <= 5 s under RLIMIT_NOFILE 128; db-deleted: the relay
 exits non-zero; rest-stall: the new pause's alerts within 2 s while other runs' reads are held; relay-kill: per kill,
-no more pushes re-sent that APNs had answered over 50 ms before it than were in flight) or failed to run; all results
-are printed first.
+no more pushes re-sent that APNs had answered over 50 ms before it than were in flight), missed a Live Activity
+start, had a duplicate alert or start (except relay-kill and apns-kill, whose fault explains one), was skipped, or
+failed to run; all results are printed first.
 
 Options: --quick (a smoke run: one kill round, 20 s of cuts, short scenarios only), --only name,name, --seed N.
 """
@@ -629,11 +630,21 @@ def line(name: str, result: dict) -> str:
     return f"{name:<17} {numbers}  {result.get('note', '')}{restarted}".rstrip()
 
 
-def passed(result: dict) -> bool:
-    """No alert missed and the scenario's own target (if any) met; a skipped scenario passes."""
-    if "skipped" in result:
-        return True
-    return "error" not in result and not result.get("missed") and result.get("target_met", True)
+# Scenarios whose fault itself makes APNs see a push twice (a relay or an APNs killed between a request and its
+# answer); relay-kill bounds its re-sends with a target of its own. Everywhere else a duplicate is a failure.
+DUPLICATES_EXPECTED = {"relay-kill", "apns-kill"}
+
+
+def passed(name: str, result: dict) -> bool:
+    """Ran, no alert or Live Activity start missed, no duplicate where the fault can't explain one, and the
+    scenario's own target (if any) met. A skipped scenario did not pass: it proved nothing."""
+    if "skipped" in result or "error" in result:
+        return False
+    if result.get("missed") or result.get("starts_missed"):
+        return False
+    if name not in DUPLICATES_EXPECTED and (result.get("duplicates") or result.get("start_duplicates")):
+        return False
+    return result.get("target_met", True)
 
 
 SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"WARNING: ThreadSanitizer",
@@ -704,7 +715,7 @@ async def main() -> int:
     with open(args.out, "w") as f:
         json.dump({"relay": binaries["relay"], "quick": args.quick, "seed": args.seed,
                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "scenarios": results}, f, indent=2)
-    failed = [name for name, result in results.items() if not passed(result)]
+    failed = [name for name, result in results.items() if not passed(name, result)]
     print(f"wrote {os.path.relpath(args.out, ROOT)}; logs in {work}")
     print(f"FAILED: {', '.join(failed)}" if failed else "all scenarios passed")
     return 1 if failed else 0

@@ -179,7 +179,7 @@ def main():
         for entry in results.values():
             for status, n in entry["statuses"].items():
                 all_statuses[status] = all_statuses.get(status, 0) + n
-        print(json.dumps({
+        summary = {
             "relay": args.relay, "requests": args.requests, "seconds": round(seconds, 1),
             "relay_alive": relay.poll() is None,
             # 505 is the answer chosen for an HTTP version other than 1.x; any other 5xx would be the relay's fault.
@@ -190,11 +190,29 @@ def main():
             "statuses": dict(sorted(all_statuses.items())),
             "devices": devices,
             "by_kind": results,
-        }, indent=1))
+        }
+        print(json.dumps(summary, indent=1))
+        failures = failed(summary)
+        print("bad-input: " + ("FAILED: " + "; ".join(failures) if failures else "passed"))
+        return 1 if failures else 0
     finally:
         stop_processes(procs)
         shutil.rmtree(work, ignore_errors=True)
 
 
+def failed(summary: dict) -> list[str]:
+    """What the battery found wrong: each is a failure (exit 1), not a figure to read."""
+    out = []
+    if not summary["relay_alive"]:
+        out.append("the relay died")
+    if summary["server_errors_5xx_not_505"]:
+        out.append(f"{summary['server_errors_5xx_not_505']} answers were 5xx")
+    if summary["not_json"]:
+        out.append(f"{summary['not_json']} answers were not JSON")
+    if summary["devices"] != [KEEP]:
+        out.append(f"the device table holds {summary['devices'][:5]} instead of only {KEEP}")
+    return out
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

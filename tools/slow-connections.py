@@ -234,6 +234,9 @@ def main():
             "relay_alive": procs[-1 if args.no_pause else 3].poll() is None,
         }
         print(json.dumps(result, indent=1))
+        failures = failed(result, args.no_pause)
+        print("slow-connections: " + ("FAILED: " + "; ".join(failures) if failures else "passed"))
+        return 1 if failures else 0
     finally:
         stop_processes(procs)
         if os.environ.get("KEEP_WORK"):
@@ -242,5 +245,23 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
+def failed(result: dict, no_pause: bool) -> list[str]:
+    """What the attack may not do (each a failure, exit 1): kill the relay, starve /health (95 % of probes answered
+    within 1 s), starve registrations (every one answered 200 within its 10 s budget), or delay the pause's alert
+    past 5 s."""
+    out = []
+    if not result["relay_alive"]:
+        out.append("the relay died")
+    if result["health_ok_pct"] < 95:
+        out.append(f"only {result['health_ok_pct']} % of /health probes answered within 1 s")
+    if result["devices_ok"] < result["devices_probes"]:
+        out.append(f"{result['devices_probes'] - result['devices_ok']} registrations failed")
+    if not no_pause:
+        alert = result["pause"].get("alert_after_pause_s")
+        if alert is None or alert > 5:
+            out.append(f"the pause's alert came after {alert} s (or never): {result['pause']}")
+    return out
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

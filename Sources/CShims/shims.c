@@ -1,8 +1,9 @@
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE  /* accept4 */
+#define _GNU_SOURCE  /* accept4, pthread_setname_np */
 #endif
 #include "CShims.h"
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 
@@ -21,6 +22,8 @@ int CShims_SSL_set_sni(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_
 void CShims_OPENSSL_free(void *p) { OPENSSL_free(p); }
 
 int CShims_prctl_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int CShims_name_this_thread(const char *name) { return pthread_setname_np(pthread_self(), name); }
 
 int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes) {
     return mallopt(M_TRIM_THRESHOLD, trim_bytes) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_bytes) == 1 ? 0 : -1;

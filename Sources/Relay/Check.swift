@@ -110,7 +110,8 @@ enum Check {
         let events = EventsSocket(config: config) { sink.yield($0) }
         let loop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile), handlers: [events])
+            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile, threadName: "pp-events"),
+                                      handlers: [events])
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)", fix: "check PREFECT_CA_FILE is a readable PEM file"))
         }

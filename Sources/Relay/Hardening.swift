@@ -16,11 +16,4 @@ enum Hardening {
             Log.warn("hardening.not_dumpable_failed", ["errno": String(errno)])
         }
     }
-
-    /// Whether core dumps are off for this process (for tests and `check`).
-    static var coreDumpsDisabled: Bool {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_CORE.rawValue), &limit) == 0 else { return false }
-        return limit.rlim_cur == 0 && limit.rlim_max == 0
-    }
 }

@@ -155,9 +155,10 @@ package enum RelayMain {
         let apiLoop: WebSocketsLoop
         do {
             loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
-                                                      clientTLS: config.prefectAPI.tls), handlers: [events])
+                                                      clientTLS: config.prefectAPI.tls, threadName: "pp-events"),
+                                      handlers: [events])
             apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true,
-                                                         maxConnections: budget.apiConnections),
+                                                         maxConnections: budget.apiConnections, threadName: "pp-api"),
                                          handlers: [server])
         } catch {
             fail("\(error)")

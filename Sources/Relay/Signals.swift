@@ -35,6 +35,7 @@ enum Signals {
             let box = Unmanaged.passRetained(Box(continuation))  // owned by the thread
             var thread = pthread_t()
             let rc = pthread_create(&thread, nil, { raw in
+                nameThisThread("pp-signals")
                 let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
                 var byte: UInt8 = 0
                 while read(Signals.readEnd, &byte, 1) < 0 && errno == EINTR {}

@@ -29,6 +29,9 @@ void CShims_OPENSSL_free(void *p);
 
 /* prctl is variadic, which the importer drops. Returns prctl(PR_SET_DUMPABLE, 0)'s result. */
 int CShims_prctl_set_not_dumpable(void);
+/* pthread_setname_np on the calling thread: a GNU extension the Glibc module doesn't import. |name| is at most 15
+   bytes (Linux's limit). Returns 0 or an errno value. */
+int CShims_name_this_thread(const char *name);
 
 /* glibc's mallopt(M_TRIM_THRESHOLD) and mallopt(M_MMAP_THRESHOLD): <malloc.h> is not in Swift's Glibc module.
    Returns 0 when both were taken, -1 otherwise. */

@@ -1,7 +1,7 @@
 import RelayCore
 
 /// The API's behaviour once a request is framed (README "API"): credential, body, then the relay.
-/// Runs on the cooperative pool; the loop thread only frames and writes.
+/// Runs on the relay's executor thread (`RelayExecutor`); the API's loop thread only frames and writes.
 struct API: Sendable {
     let relay: Coordinator
     let authorizer: Authorizer

@@ -237,12 +237,4 @@ final class HTTPServer: LWSHandler, @unchecked Sendable {
         let id = UInt64(UInt(bitPattern: raw))
         return connections[id]?.wsi == wsi ? id : nil
     }
-
-    /// Open connections, for tests and metrics (loop thread).
-    var openConnections: Int { connections.count }
-}
-
-func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let s else { return body(nil) }
-    return s.withCString { body($0) }
 }

@@ -112,20 +112,7 @@ package final class APNsClient: Sendable {
     }
 
     /// Turns the wire result into a domain outcome, reading `{"reason","timestamp"}` from error bodies.
-    static func outcome(of exchange: APNsExchange) -> APNsOutcome {
-        switch exchange {
-        case .response(200, let apnsID, _, _):
-            return .delivered(apnsID: apnsID)
-        case .response(let status, let apnsID, let body, let retryAfter):
-            let json = try? JSONParser.parse(body)
-            let reason = json?["reason"]?.string.map(APNsReason.init(rawValue:))
-            return .rejected(APNsRejection(status: status, reason: reason, timestamp: json?["timestamp"]?.int, apnsID: apnsID,
-                                           retryAfter: retryAfter))
-        case .notSent(let why): return .unreachable(why)
-        case .lost(let why): return .connectionLost(why)
-        case .timedOut: return .timedOut
-        }
-    }
+    static func outcome(of exchange: APNsExchange) -> APNsOutcome { APNsOutcome(exchange) }
 
     /// A delivered push is a debug line (a fan-out to many phones logs one `apns.fanout` line instead); anything
     /// else is a warning. Fields (and the push, which a fan-out would otherwise copy per answer) are only looked at

@@ -1,5 +1,6 @@
 import CShims
 import Glibc
+import RelayCore
 import Synchronization
 
 /// One APNs host. A loop thread (started on first use) owns at most one live `APNsLink` at a time: opened
@@ -176,7 +177,7 @@ package final class APNsConnection: @unchecked Sendable {
 
     private func startLoop() -> pthread_t? {
         // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
-        LoopThread.start("apns.thread") { self.run() }
+        LoopThread.start("apns.thread", name: "apns " + host) { self.run() }
     }
 }
 

@@ -1,3 +1,5 @@
+import RelayCore
+
 /// Where the answers of `APNsConnection.submit`ted pushes go (a fan-out's mailbox). `post` runs on a connection's
 /// loop thread with every answer that finished in one turn of the loop, so it must only hand them over.
 protocol APNsAnswerSink: AnyObject, Sendable {

@@ -1,4 +1,6 @@
 import CNGHTTP2
+import RelayCore
+
 /// A request ready for the wire: `:path`, the other headers (authorization included) and the body.
 struct APNsRequest: Sendable {
     var path: String
@@ -65,17 +67,6 @@ struct HeaderFields: Sendable {
     }
 }
 
-/// What one request to one host came to at the HTTP/2 level, before classification.
-enum APNsExchange: Sendable, Equatable {
-    /// `retryAfter`: the `Retry-After` header in seconds (429 and 503 may carry it).
-    case response(status: Int, apnsID: String?, body: [UInt8], retryAfter: Int? = nil)
-    /// Never left this process (no connection, or closed first): a retry cannot double-send.
-    case notSent(String)
-    /// Went out, but the connection died before an answer: it may have been delivered.
-    case lost(String)
-    /// No answer before the deadline.
-    case timedOut
-}
 
 /// Per-stream state box: the request, its continuation, and the response as it arrives.
 ///

@@ -122,7 +122,7 @@ enum Markdown {
 }
 
 extension TextReaders {
-    /// The readers the relay uses: jansson for JSON text, cmark for markdown.
+    /// The readers the relay uses: `JSONParser` for JSON text, cmark for markdown.
     static let live = TextReaders(
         parseJSON: { text in try? JSONParser.parse(text) },
         markdown: { text in Markdown.summary(text) })

@@ -24,14 +24,23 @@ final class WakeSignal: Sendable {
     }
 }
 
+/// Names the calling thread (`top -H`, gdb, a stack dump), cut to the 15 bytes Linux keeps: every thread the relay
+/// starts calls it first, so they don't all read `prefect-push`.
+func nameThisThread(_ name: String) {
+    _ = CShims_name_this_thread(String(decoding: Array(name.utf8.prefix(15)), as: UTF8.self))
+}
+
 /// A loop's own thread (APNs connections, the Prefect pool): `body` runs on it and holds what it captures until it
 /// returns; whoever started it joins it.
 enum LoopThread {
-    /// The started thread, or nil (logged as `event`) when it could not be created.
-    static func start(_ event: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
+    /// The started thread, named `name`, or nil (logged as `event`) when it could not be created.
+    static func start(_ event: String, name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
         var thread = pthread_t()
         // The thread owns one reference to the box until `body` returns.
-        let box = Unmanaged.passRetained(Box(body))
+        let box = Unmanaged.passRetained(Box({
+            nameThisThread(name)
+            body()
+        }))
         guard pthread_create(&thread, nil, loopThreadMain, box.toOpaque()) == 0 else {
             box.release()
             Log.error(event, ["error": "pthread_create failed"])

@@ -36,6 +36,7 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         jobs.reserveCapacity(64)
         // The thread holds the executor for the life of the process (it is `shared`, never released).
         let started = pthread_create(&thread, nil, { argument in
+            nameThisThread("pp-executor")
             Unmanaged<RelayExecutor>.fromOpaque(argument!).takeUnretainedValue().run()
             return nil
         }, Unmanaged.passUnretained(self).toOpaque())

@@ -12,10 +12,10 @@ protocol LWSHandler: AnyObject {
     func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32
 }
 
-/// Owns one `lws_context` and the thread that services it: the relay runs two, one for its own Prefect
-/// connections (REST client and events socket, no listener) and one for the HTTP API server (a raw listener), so
-/// clients of the API can never starve the relay's own connections of service time or lws resources (one thread per lws context). From any other thread only `perform(_:)` and
-/// `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
+/// Owns one `lws_context` and the thread that services it: the relay runs two, one for the Prefect events socket
+/// (no listener; the REST reads have a pool and thread of their own, `HTTPPool`) and one for the HTTP API server (a
+/// raw listener), so clients of the API can never starve the events socket of service time or lws resources (lws is
+/// one thread per context). From any other thread only `perform(_:)` and `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
 /// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
 /// `@unchecked Sendable`: every lws call happens on the loop thread; the only shared state is the `Locked` queue
@@ -33,6 +33,8 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// With a listener: the connections it may hold. lws stops polling the listener once its thread holds this
         /// many (plus a few of its own), so a full API waits in the kernel's backlog instead of failing `accept`.
         var maxConnections: Int? = nil
+        /// The service thread's name (`nameThisThread`).
+        var threadName = "pp-lws"
     }
 
     private var context: OpaquePointer?
@@ -47,12 +49,14 @@ final class WebSocketsLoop: @unchecked Sendable {
     /// The hashed roots directory lws's client TLS context reads a root at a time from (`SystemRoots`), loaded in
     /// `LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS`; nil: lws parses the system bundle itself, as before.
     private let clientRootsDirectory: String?
+    private let threadName: String
 
     /// The port the server listens on (useful with port 0), or nil without a listener.
     private(set) var listenPort: Int?
 
     init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
         self.handlers = handlers
+        threadName = settings.threadName
         let usesClientTLS = settings.clientTLS || settings.clientCAFile != nil
         if usesClientTLS, case .hashedDirectory(let directory) = SystemRoots.forProcess {
             clientRootsDirectory = directory
@@ -132,6 +136,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, { raw in
             let loop = Unmanaged<WebSocketsLoop>.fromOpaque(raw!).takeRetainedValue()
+            nameThisThread(loop.threadName)
             loop.run()
             return nil
         }, box.toOpaque())

@@ -212,6 +212,7 @@ private final class ConnectJob {
 /// A connecting thread's entry point; `argument` is an owned reference to its job.
 private func httpConnectMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
     guard let argument else { preconditionFailure("HTTP connect thread started without its job") }
+    nameThisThread("pp-rest-connect")
     Unmanaged<ConnectJob>.fromOpaque(argument).takeRetainedValue().run()
     return nil
 }

@@ -201,7 +201,7 @@ final class HTTPPool: @unchecked Sendable {
 
     private func startLoop() -> pthread_t? {
         // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
-        LoopThread.start("prefect.http_thread") { self.run() }
+        LoopThread.start("prefect.http_thread", name: "pp-rest") { self.run() }
     }
 }
 

@@ -53,7 +53,7 @@ final class WALCheckpointer: Sendable {
         let connection = Connection(try Database(path: path))
         let wake = wakeSignal
         let inbox = self.inbox
-        guard let thread = LoopThread.start("store.checkpointer", {
+        guard let thread = LoopThread.start("store.checkpointer", name: "pp-checkpoint", {
             WALCheckpointer.run(connection.database, progress: progress, policy: policy, wake: wake, inbox: inbox)
         }) else {
             throw StartupError("DB_PATH", "could not start the thread that checkpoints the database; check the node's thread limit")

@@ -70,9 +70,6 @@ public struct HTTPFramer: Sendable {
     /// Bytes received and not yet framed.
     public var buffered: Int { buffer.count - start }
 
-    /// Whether a request has started (a head or body partly read): its deadline runs.
-    public var isMidRequest: Bool { pendingBody != nil || buffered > 0 }
-
     /// Whether the head is done and the body is being read.
     public var isReadingBody: Bool { pendingBody != nil }
 

@@ -1,5 +1,6 @@
 import Testing
 @testable import Relay
+@testable import RelayCore
 
 @Suite struct AnswerBatchTests {
     /// Records what it is posted, in order.
