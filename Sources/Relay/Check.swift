@@ -49,6 +49,7 @@ enum Check {
         let report = Report()
         report.add(Line(.ok, "config", "PREFECT_API_URL \(config.prefectAPI.string), DB_PATH \(config.dbPath)"))
         if let cloud = cloudLine(config) { report.add(cloud) }
+        if let proxy = proxyLine(config.proxy) { report.add(proxy) }
         let key = apnsKey(config)
         report.add(key)
         report.add(database(config.dbPath))
@@ -100,7 +101,7 @@ enum Check {
     private static func prefect(_ config: Config, _ report: Report) async {
         let http: HTTPPool
         do {
-            http = try HTTPPool(options: .init(caFile: config.prefectCAFile))
+            http = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy))
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)"))
         }
@@ -110,7 +111,9 @@ enum Check {
         let events = EventsSocket(config: config) { sink.yield($0) }
         let loop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile, threadName: "pp-events"),
+            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
+                                                      clientProxy: config.proxy.route(for: config.prefectAPI).endpoint,
+                                                      threadName: "pp-events"),
                                       handlers: [events])
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)", fix: "check PREFECT_CA_FILE is a readable PEM file"))
@@ -138,7 +141,7 @@ enum Check {
 
     private static func rest(_ config: Config, _ client: PrefectClient) async -> Line {
         let name = "prefect api"
-        let where_ = "POST \(config.prefectAPI.string)/flows/count"
+        let where_ = "POST \(config.prefectAPI.string)/flows/count (\(config.proxy.route(for: config.prefectAPI).description))"
         switch await client.checkCredential(client.ownAuthorization) {
         case .failure(let failure):
             return Line(.failed, name, "\(where_): \(failure.reason)", fix: reachFix(config))
@@ -168,6 +171,7 @@ enum Check {
         var url = config.prefectAPI
         url.path += "/events/out"
         let where_ = (url.tls ? "wss://" : "ws://") + url.authority + url.path
+            + " (\(config.proxy.route(for: config.prefectAPI).description))"
         switch message {
         case .subscribed?:
             return Line(.ok, name, "\(where_) accepted the auth message (auth_success)")
@@ -202,7 +206,21 @@ enum Check {
                     + "\(cloud.workspaceID)); run links open \(config.prefectUI)/runs/flow-run/<run id>")
     }
 
+    /// The proxy settings as read (never the credentials), when any proxy is set.
+    private static func proxyLine(_ rule: ProxyRule) -> Line? {
+        guard !rule.isEmpty else { return nil }
+        var parts: [String] = []
+        if let https = rule.https { parts.append("https via \(https)" + (https.username == nil ? "" : " (with credentials)")) }
+        if let http = rule.http { parts.append("http via \(http)" + (http.username == nil ? "" : " (with credentials)")) }
+        parts.append(rule.noProxy.isEmpty ? "no NO_PROXY" : "NO_PROXY has \(rule.noProxy.count) entries")
+        return Line(.ok, "proxy", parts.joined(separator: ", "))
+    }
+
     private static func reachFix(_ config: Config) -> String {
+        if let proxy = config.proxy.route(for: config.prefectAPI).endpoint {
+            return "Prefect goes through the proxy \(proxy): check HTTPS_PROXY/HTTP_PROXY (host, port, user:pass@) and "
+                + "that the proxy allows CONNECT to \(config.prefectAPI.authority), or list the host in NO_PROXY"
+        }
         var fix = "check PREFECT_API_URL (host, port, /api) and that this node can reach the server"
         if config.prefectAPI.tls { fix += "; for a private CA set PREFECT_CA_FILE" }
         return fix
@@ -223,7 +241,7 @@ enum Check {
         }
         var reachable: [APNsEnvironment] = []
         for (name, url, environment) in hosts {
-            let line = handshake(name, url, tls, caFile: config.apnsCAFile)
+            let line = handshake(name, url, tls, caFile: config.apnsCAFile, route: config.proxy.route(for: url))
             if line.status == .ok { reachable.append(environment) }
             report.add(line)
         }
@@ -243,14 +261,19 @@ enum Check {
         }
     }
 
-    private static func handshake(_ name: String, _ url: HTTPURL, _ tls: TLSContext, caFile: String?) -> Line {
+    private static func handshake(_ name: String, _ url: HTTPURL, _ tls: TLSContext, caFile: String?,
+                                  route: ProxyRule.Route) -> Line {
         do {
-            _ = try TLSSocket.connect(host: url.host, port: url.port, tls: tls, timeoutMs: 10_000)
-            return Line(.ok, name, "TLS to \(url.authority): certificate verified, ALPN h2")
+            _ = try TLSSocket.connect(host: url.host, port: url.port, tls: tls, timeoutMs: 10_000, proxy: route.endpoint)
+            let tunnel = route.endpoint == nil ? " (direct)" : " (\(route.description): CONNECT answered 2xx)"
+            return Line(.ok, name, "TLS to \(url.authority)\(tunnel): certificate verified, ALPN h2")
         } catch {
             let text = error.description
             let fix: String
-            if text.hasPrefix("resolve ") {
+            if let proxy = route.endpoint, text.hasPrefix("proxy ") {
+                fix = "APNs goes through the proxy \(proxy): check HTTPS_PROXY (host, port, user:pass@) and that the "
+                    + "proxy allows CONNECT to \(url.authority)"
+            } else if text.hasPrefix("resolve ") {
                 fix = "this node cannot resolve \(url.host): check its DNS (and /etc/nsswitch.conf in a container)"
             } else if text.includes("verify") {
                 fix = caFile == nil ? "install the system CA bundle (ca-certificates), or set APNS_CA_FILE"

@@ -7,7 +7,10 @@ import RelayCore
 package enum RelayMain {
     package static let version = "0.1.0"
 
-    static func environment() -> [String: String] {
+    /// The environment as it was at start-up, before `launch` took lws's `http_proxy` out of it.
+    static func environment() -> [String: String] { startEnvironment }
+
+    private static let startEnvironment: [String: String] = {
         var env: [String: String] = [:]
         var cursor = environ
         while let entry = cursor.pointee {
@@ -18,7 +21,7 @@ package enum RelayMain {
             cursor += 1
         }
         return env
-    }
+    }()
 
     static func fail(_ message: String) -> Never {
         Log.error("startup.failed", ["error": message])
@@ -53,6 +56,11 @@ package enum RelayMain {
     /// from a supervisor's worker thread), since every other thread of the relay blocks them.
     package static func launch() -> Never {
         Allocator.configure()
+        // libwebsockets reads `http_proxy` itself when a context is made, ignoring NO_PROXY: `ProxyRule` decides
+        // for every connection instead, so lws must not see it. Read the environment first, then drop it (still
+        // one thread here).
+        _ = environment()
+        unsetenv("http_proxy")
         Signals.install()
         Task.detached(executorPreference: RelayExecutor.shared) { await run() }
         var none = sigset_t()
@@ -111,7 +119,7 @@ package enum RelayMain {
         let apns: APNsClient?
         do { apns = try APNsClient.make(config: config) } catch { fail("\(error)") }
         let prefectHTTP: HTTPPool
-        do { prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile)) } catch { fail("\(error)") }
+        do { prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy)) } catch { fail("\(error)") }
         let prefect = PrefectClient(config: config, http: prefectHTTP)
         let relay: Coordinator
         do { relay = try Coordinator(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
@@ -155,7 +163,9 @@ package enum RelayMain {
         let apiLoop: WebSocketsLoop
         do {
             loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
-                                                      clientTLS: config.prefectAPI.tls, threadName: "pp-events"),
+                                                      clientTLS: config.prefectAPI.tls,
+                                                      clientProxy: config.proxy.route(for: config.prefectAPI).endpoint,
+                                                      threadName: "pp-events"),
                                       handlers: [events])
             apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true,
                                                          maxConnections: budget.apiConnections, threadName: "pp-api"),

@@ -38,6 +38,8 @@ public struct Config: Sendable, Equatable {
     public var logLevel: LogLevel
     /// The most devices the registry holds; a registration of a new device beyond it is refused (409).
     public var maxDevices: Int
+    /// HTTPS_PROXY, HTTP_PROXY, NO_PROXY (either case): how each outbound connection goes out.
+    public var proxy: ProxyRule
 
     public static let defaultMaxDevices = 10_000
 
@@ -64,6 +66,11 @@ public struct Config: Sendable, Equatable {
         ("PREFECT_CA_FILE", "extra PEM trust roots for a Prefect server on https", "system roots"),
         ("LOG_LEVEL", "debug, info, warn or error", "info"),
         ("MAX_DEVICES", "the most devices the relay registers; more are refused with 409", "10000"),
+        ("HTTPS_PROXY", "http://[user:pass@]host:port proxy for https targets (Prefect, APNs), via CONNECT; "
+            + "https_proxy wins", "unset: direct"),
+        ("HTTP_PROXY", "the same for a plain-http Prefect; http_proxy wins", "unset: direct"),
+        ("NO_PROXY", "comma-separated hosts sent direct: *, name (and its subdomains), IP, each with an optional :port; "
+            + "no_proxy wins", "unset"),
     ]
 
     public init(environment env: [String: String]) throws(ConfigError) {
@@ -83,6 +90,7 @@ public struct Config: Sendable, Equatable {
         basePath = try Config.basePath(read)
         logLevel = try Config.logLevel(read)
         maxDevices = try read.integer("MAX_DEVICES", in: 1...10_000_000, default: Config.defaultMaxDevices)
+        proxy = try ProxyRule(environment: env)
     }
 
     static func appleID(_ raw: String?, _ name: String, _ what: String) throws(ConfigError) -> String {

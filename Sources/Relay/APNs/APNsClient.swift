@@ -24,12 +24,13 @@ package final class APNsClient: Sendable {
     package static func make(config: Config, options: Options = Options()) throws -> APNsClient? {
         guard let credentials = config.apns else { return nil }
         return try APNsClient(credentials: credentials, production: config.apnsProduction,
-                              development: config.apnsDevelopment, caFile: config.apnsCAFile, options: options)
+                              development: config.apnsDevelopment, caFile: config.apnsCAFile, options: options,
+                              proxy: config.proxy)
     }
 
     /// `now` (unix seconds) drives provider-token refresh; tests inject their own.
     init(credentials: Config.APNsCredentials, production: HTTPURL, development: HTTPURL, caFile: String?,
-         options: Options = Options(), now: (@Sendable () -> Int64)? = nil) throws {
+         options: Options = Options(), now: (@Sendable () -> Int64)? = nil, proxy: ProxyRule = .none) throws {
         let key = try ProviderKey(source: credentials.key)
         if let now {
             signer = JWTSigner(key: key, keyID: credentials.keyID, teamID: credentials.teamID,
@@ -42,9 +43,11 @@ package final class APNsClient: Sendable {
             throw ConfigError(caFile == nil ? "APNS_PRODUCTION_URL" : "APNS_CA_FILE", "could not set up TLS: \(error)")
         }
         self.production = try APNsConnection(host: production.host, port: production.port,
-                                             authority: production.authority, tls: tls, options: options.connection)
+                                             authority: production.authority, tls: tls, options: options.connection,
+                                             proxy: proxy.route(for: production).endpoint)
         self.development = try APNsConnection(host: development.host, port: development.port,
-                                              authority: development.authority, tls: tls, options: options.connection)
+                                              authority: development.authority, tls: tls, options: options.connection,
+                                              proxy: proxy.route(for: development).endpoint)
         self.retry = options.retry
     }
 

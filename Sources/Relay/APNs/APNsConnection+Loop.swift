@@ -46,11 +46,12 @@ extension APNsConnection {
         linksOpened += 1
         let started = monotonicMs()
         do {
-            let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs)
+            let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs,
+                                               proxy: proxy)
             link = try APNsLink(socket: socket, id: linksOpened)
             APNsConnection.openedCounter.add(1, ordering: .relaxed)
             Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),
-                                        "ms": String(monotonicMs() - started)])
+                                        "ms": String(monotonicMs() - started), "via": proxy?.description ?? "direct"])
         } catch {
             // Nothing was sent, so everyone waiting may retry; the client decides with its backoff.
             Log.warn("apns.connect_failed", ["host": authority, "error": "\(error)"])

@@ -45,6 +45,8 @@ package final class APNsConnection: @unchecked Sendable {
     let authority: String
     let options: Options
     let tls: TLSContext
+    /// The proxy whose CONNECT tunnel every link to this host goes through (`ProxyRule`), or nil: direct.
+    let proxy: ProxyEndpoint?
     private let wakeSignal: WakeSignal
     private let inbox = Locked(Inbox())
     /// Held by the loop for its turn, released while it polls; see the type's comment. Taken before `inbox`.
@@ -62,7 +64,9 @@ package final class APNsConnection: @unchecked Sendable {
     /// Answers for `submit`ted pushes, handed over once per loop turn.
     let answers = AnswerBatch()
 
-    init(host: String, port: Int, authority: String, tls: TLSContext, options: Options = Options()) throws(IOError) {
+    init(host: String, port: Int, authority: String, tls: TLSContext, options: Options = Options(),
+         proxy: ProxyEndpoint? = nil) throws(IOError) {
+        self.proxy = proxy
         self.host = host
         self.port = port
         self.authority = authority

@@ -1,5 +1,6 @@
 import COpenSSL
 import Glibc
+import RelayCore
 
 /// Why a connection attempt or a live connection failed, as one line for logs and outcomes.
 package struct TransportError: Error, CustomStringConvertible {
@@ -10,11 +11,12 @@ package struct TransportError: Error, CustomStringConvertible {
 extension TLSSocket {
     /// Resolves `host` afresh (so a reconnect can land on another APNs server), connects without blocking
     /// past `timeoutMs`, and completes the TLS handshake, requiring ALPN `requireALPN` (`h2` for APNs; nil accepts
-    /// whatever the server chose, or no ALPN, as an HTTP/1.1 peer may). Blocks the calling thread.
-    static func connect(host: String, port: Int, tls: TLSContext, timeoutMs: Int,
-                        requireALPN: String? = "h2") throws(TransportError) -> TLSSocket {
+    /// whatever the server chose, or no ALPN, as an HTTP/1.1 peer may). With `proxy`, TLS runs inside its CONNECT
+    /// tunnel, still with SNI and verification against `host`. Blocks the calling thread.
+    static func connect(host: String, port: Int, tls: TLSContext, timeoutMs: Int, requireALPN: String? = "h2",
+                        proxy: ProxyEndpoint? = nil) throws(TransportError) -> TLSSocket {
         let deadline = monotonicMs() + Int64(timeoutMs)
-        let fd = try connectTCP(host: host, port: port, deadline: deadline)
+        let fd = try connectTCP(host: host, port: port, via: proxy, deadline: deadline)
         let ssl: OpaquePointer
         do { ssl = try tls.makeSSL(host: host) } catch {
             close(fd)
@@ -37,6 +39,14 @@ extension TLSSocket {
             }
             try waitFor(fd: fd, events: events, deadline: deadline, what: "TLS handshake with \(host)")
         }
+    }
+
+    /// A TCP connection to `host:port`, direct or through `proxy`'s CONNECT tunnel: the one place every blocking
+    /// connect of the relay (APNs, REST reads on a thread) picks its route.
+    static func connectTCP(host: String, port: Int, via proxy: ProxyEndpoint?,
+                           deadline: Int64) throws(TransportError) -> Int32 {
+        guard let proxy else { return try connectTCP(host: host, port: port, deadline: deadline) }
+        return try connectTunnel(through: proxy, to: host, port: port, deadline: deadline)
     }
 
     /// A non-blocking TCP socket to `host:port` with TCP_NODELAY, connected by `deadline` (monotonic ms).

@@ -48,6 +48,8 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
 
     weak var loop: WebSocketsLoop?
     private let url: HTTPURL
+    /// The proxy the loop's vhost tunnels through (`ProxyRule`'s route for `url`), or nil: direct.
+    private let proxy: ProxyEndpoint?
     private let authToken: String?
     private let authorization: String?
     private let credentialFix: String
@@ -80,6 +82,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     init(config: Config, deliver: @escaping @Sendable (SocketMessage) -> Void,
          random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
         url = config.prefectAPI
+        proxy = config.proxy.route(for: config.prefectAPI).endpoint
         authToken = config.prefectSocketToken
         // Basic on the upgrade helps proxies in front of a self-hosted server. Cloud's subscriber sends the key only
         // in the auth message (prefect/events/clients.py), so the relay does the same there.
@@ -204,7 +207,12 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             peerClosed(input, length)
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             guard wsi == self.wsi || self.wsi == nil else { return 0 }
-            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+            var message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+            if let proxy, message.hasPrefix("proxy") {
+                // lws's words for a CONNECT that got anything but 200 (or a proxy that hung up): say which.
+                message = "proxy \(proxy) refused CONNECT to \(url.host):\(url.port) (\(message)): a 407 wants the "
+                    + "right user:pass@ in the proxy URL, a 403 the target allowed, or list the host in NO_PROXY"
+            }
             if SocketMessage.isAuthRejection(message) {
                 refused(message + " (the server refused the upgrade; check PREFECT_API_URL too)")
             }
@@ -309,6 +317,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         let fields: KeyValuePairs<String, String> = [
             "url": (url.tls ? "wss://" : "ws://") + url.authority + url.path + "/events/out", "reason": reason,
             "attempts": String(failedConnects), "retry_in_ms": String(Int(retryIn * 1000)),
+            "via": proxy?.description ?? "direct",
         ]
         if SystemClock.monotonic() - lastFailureLogged >= 60 {
             lastFailureLogged = SystemClock.monotonic()

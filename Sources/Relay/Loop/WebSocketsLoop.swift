@@ -33,6 +33,10 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// With a listener: the connections it may hold. lws stops polling the listener once its thread holds this
         /// many (plus a few of its own), so a full API waits in the kernel's backlog instead of failing `accept`.
         var maxConnections: Int? = nil
+        /// The proxy every client connection of this context goes through (lws's per-vhost proxy, a CONNECT
+        /// tunnel), as `ProxyRule` decided for the one host it connects to; nil: direct. lws's own reading of
+        /// `http_proxy` is switched off at start-up (`RelayMain.launch`), so nil means direct.
+        var clientProxy: ProxyEndpoint? = nil
         /// The service thread's name (`nameThisThread`).
         var threadName = "pp-lws"
     }
@@ -99,6 +103,20 @@ final class WebSocketsLoop: @unchecked Sendable {
         info.user = Unmanaged.passUnretained(self).toOpaque()
         let caCopy = settings.clientCAFile.map { strdup($0) }
         defer { caCopy.map { free($0) } }
+        // lws copies this into the vhost (user:pass@host:port; it base64s the credentials itself).
+        let proxyCopy = settings.clientProxy.map { proxy in
+            strdup((proxy.username.map { "\($0):\(proxy.password ?? "")@" } ?? "") + proxy.authority)
+        }
+        defer {
+            if let copy = proxyCopy ?? nil {
+                memset(copy, 0, strlen(copy))  // it may hold the proxy password
+                free(copy)
+            }
+        }
+        if let proxyCopy = proxyCopy ?? nil, let proxy = settings.clientProxy {
+            info.http_proxy_address = UnsafePointer(proxyCopy)
+            info.http_proxy_port = UInt32(proxy.port)
+        }
         if let caCopy { info.client_ssl_ca_filepath = UnsafePointer(caCopy) }
         if settings.rawListener && settings.port >= 0 {
             info.options |= UInt64(LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG)

@@ -68,8 +68,11 @@ extension HTTPPool {
             }
             tls = tlsContext
         }
-        if startInline(id: id, origin: origin) { return }
-        let job = ConnectJob(pool: self, id: id, origin: origin, tls: tls, timeoutMs: options.connectTimeoutMs)
+        // Through a proxy, plain http as well as https goes in a CONNECT tunnel, opened on a thread of its own.
+        let proxy = options.proxy.route(tls: origin.tls, host: origin.host, port: origin.port).endpoint
+        if proxy == nil, startInline(id: id, origin: origin) { return }
+        let job = ConnectJob(pool: self, id: id, origin: origin, tls: tls, timeoutMs: options.connectTimeoutMs,
+                             proxy: proxy)
         // The thread owns the job (and through it the pool) until it has delivered.
         let retained = Unmanaged.passRetained(job)
         var thread = pthread_t()
@@ -180,8 +183,10 @@ private final class ConnectJob {
     let origin: HTTPPool.Origin
     let tls: TLSContext?
     let timeoutMs: Int
+    let proxy: ProxyEndpoint?
 
-    init(pool: HTTPPool, id: Int, origin: HTTPPool.Origin, tls: TLSContext?, timeoutMs: Int) {
+    init(pool: HTTPPool, id: Int, origin: HTTPPool.Origin, tls: TLSContext?, timeoutMs: Int, proxy: ProxyEndpoint?) {
+        self.proxy = proxy
         self.pool = pool
         self.id = id
         self.origin = origin
@@ -196,10 +201,10 @@ private final class ConnectJob {
         do throws(TransportError) {
             if let tls {
                 result = .success(try TLSSocket.connect(host: origin.host, port: origin.port, tls: tls,
-                                                        timeoutMs: timeoutMs, requireALPN: nil))
+                                                        timeoutMs: timeoutMs, requireALPN: nil, proxy: proxy))
             } else {
-                let fd = try TLSSocket.connectTCP(host: origin.host, port: origin.port,
-                                                  deadline: monotonicMs() + Int64(timeoutMs))
+                let deadline = monotonicMs() + Int64(timeoutMs)
+                let fd = try TLSSocket.connectTCP(host: origin.host, port: origin.port, via: proxy, deadline: deadline)
                 result = .success(PlainSocket(fd: fd))
             }
         } catch {

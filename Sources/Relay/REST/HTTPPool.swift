@@ -49,8 +49,13 @@ final class HTTPPool: @unchecked Sendable {
         var connectTimeoutMs = 5_000
         /// Extra CA file for https origins (PREFECT_CA_FILE), on top of the system roots.
         var caFile: String?
+        /// Which origins go through a proxy's CONNECT tunnel (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
+        var proxy: ProxyRule
 
-        init(caFile: String? = nil) { self.caFile = caFile }
+        init(caFile: String? = nil, proxy: ProxyRule = .none) {
+            self.caFile = caFile
+            self.proxy = proxy
+        }
     }
 
     /// Where a connection goes: one pool of connections each.
