@@ -180,7 +180,9 @@ package enum RelayMain {
         Log.info("relay.started", ["version": version, "port": String(apiLoop.listenPort ?? config.port),
                                    "base_path": config.basePath.isEmpty ? "/" : config.basePath,
                                    "prefect": config.prefectAPI.string, "apns": parts.apns == nil ? "off" : "on",
-                                   "db": config.dbPath])
+                                   "db": config.dbPath,
+                                   "prefect_route": config.proxy.route(for: config.prefectAPI).description,
+                                   "apns_route": config.proxy.route(for: config.apnsProduction).description])
         if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
         _ = Task(executorPreference: RelayExecutor.shared) {
             for await message in socketMessages { await relay.received(message) }

@@ -210,6 +210,15 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
         guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }) else {
             throw ConfigError(variable, "must name a proxy host, like http://proxy:3128")
         }
+        // libwebsockets (the events socket) keeps the proxy host and credentials in fixed buffers and, given longer
+        // ones, quietly connects direct instead: refuse them here.
+        if host.utf8.count > 120 {
+            throw ConfigError(variable, "names a proxy host over 120 characters, more than the events socket's library takes")
+        }
+        if let username, (username + ":" + (password ?? "")).utf8.count > 90 {
+            throw ConfigError(variable, "has credentials over 90 bytes (user:pass), more than the events socket's library "
+                              + "takes; use a shorter proxy password")
+        }
         var port = 80
         if let portText {
             guard let value = Int(portText), (1...65535).contains(value) else {

@@ -22,7 +22,7 @@ extension TLSSocket {
             request += "\r\n"
             try sendAll(fd: fd, Array(request.utf8), deadline: deadline, what: "proxy \(proxy) for \(target)")
             let head = try readProxyAnswer(fd: fd, deadline: deadline, what: "proxy \(proxy) for \(target)")
-            let statusLine = head.prefix { $0 != "\r" && $0 != "\n" }
+            let statusLine = String(decoding: head.utf8.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self)
             let parts = statusLine.split(separator: " ", maxSplits: 2)
             guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
                 throw TransportError("proxy \(proxy) for \(target) answered CONNECT with \"\(statusLine.prefix(80))\", "

@@ -209,11 +209,11 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             guard wsi == self.wsi || self.wsi == nil else { return 0 }
             var message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
             if let proxy, message.hasPrefix("proxy") {
-                // lws's words for a CONNECT that got anything but 200 (or a proxy that hung up): say which.
-                message = "proxy \(proxy) refused CONNECT to \(url.host):\(url.port) (\(message)): a 407 wants the "
-                    + "right user:pass@ in the proxy URL, a 403 the target allowed, or list the host in NO_PROXY"
-            }
-            if SocketMessage.isAuthRejection(message) {
+                // lws's words for a CONNECT answered with anything but 200 (or a proxy that hung up): say which
+                // proxy and target. (Worded without "403": that would read as Prefect refusing the credential.)
+                message = "proxy \(proxy) refused CONNECT to \(url.host):\(url.port) (\(message)): check the "
+                    + "user:pass@ in the proxy URL (407) and that the proxy allows this target, or list the host in NO_PROXY"
+            } else if SocketMessage.isAuthRejection(message) {
                 refused(message + " (the server refused the upgrade; check PREFECT_API_URL too)")
             }
             disconnected(message)

@@ -92,7 +92,9 @@ extension HTTPPool {
             opened.add(1, ordering: .relaxed)
             connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream, now: now))
             Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id),
-                                                 "open": String(connections.count { $0.origin == origin })])
+                                                 "open": String(connections.count { $0.origin == origin }),
+                                                 "via": options.proxy.route(tls: origin.tls, host: origin.host,
+                                                                            port: origin.port).endpoint?.description ?? "direct"])
         case .failure(let error):
             Log.warn("prefect.http_connect_failed", ["host": origin.authority, "error": error.description])
             if let index = waiting.firstIndex(where: { $0.origin == origin }) {

@@ -92,7 +92,8 @@ import Testing
         let names = Set(Config.variables.map(\.name))
         for name in ["PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "PREFECT_UI_URL", "APNS_KEY", "APNS_KEY_PATH",
                      "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC", "DB_PATH", "PORT", "BASE_PATH", "APNS_PRODUCTION_URL",
-                     "APNS_DEVELOPMENT_URL", "APNS_CA_FILE", "PREFECT_CA_FILE", "LOG_LEVEL"] {
+                     "APNS_DEVELOPMENT_URL", "APNS_CA_FILE", "PREFECT_CA_FILE", "LOG_LEVEL", "HTTPS_PROXY", "HTTP_PROXY",
+                     "NO_PROXY"] {
             #expect(names.contains(name))
         }
     }

@@ -64,6 +64,9 @@ import Testing
             #expect(e.map { !$0.description.contains("s3cret") } ?? false)
         }
         #expect(error(["http_proxy": "ftp://x:1"])?.variable == "http_proxy")
+        let long = String(repeating: "s3cret", count: 16)
+        #expect(error(["HTTPS_PROXY": "http://user:\(long)@proxy:1"]).map { !$0.description.contains("s3cret") } == true)
+        #expect(error(["HTTPS_PROXY": "http://\(String(repeating: "h", count: 121)):1"])?.variable == "HTTPS_PROXY")
     }
 
     @Test func noProxyHostSuffixes() throws {

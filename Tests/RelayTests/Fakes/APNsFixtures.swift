@@ -40,6 +40,13 @@ extension FakeAPNs.Identity {
         FakeAPNs.Identity(certificateChainPath: APNsFixtures.path("server.pem"), privateKeyPath: APNsFixtures.path("server.key"),
                           jwtPublicKeyPath: APNsFixtures.publicKeyPath, keyID: APNsFixtures.keyID, teamID: APNsFixtures.teamID)
     }
+
+    /// The same, with a certificate for `apns.proxy.test` only: a name only the tests' CONNECT proxy resolves.
+    static var proxied: FakeAPNs.Identity {
+        FakeAPNs.Identity(certificateChainPath: APNsFixtures.path("proxied-server.pem"),
+                          privateKeyPath: APNsFixtures.path("server.key"), jwtPublicKeyPath: APNsFixtures.publicKeyPath,
+                          keyID: APNsFixtures.keyID, teamID: APNsFixtures.teamID)
+    }
 }
 
 extension FakeAPNs {

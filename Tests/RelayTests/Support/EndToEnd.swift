@@ -16,13 +16,15 @@ final class EndToEnd: @unchecked Sendable {
     let development: FakeAPNs
     let directory = TestFiles.temporaryDirectory()
     private(set) var relay: RelayProcess?
+    /// Set on top of (and over) `environment`'s settings for the relay.
+    var extraEnvironment: [String: String] = [:]
     fileprivate(set) var flows: [ChildProcess] = []
 
-    init(prefect: PrefectServer = .shared) async throws {
+    init(prefect: PrefectServer = .shared, apnsIdentity: FakeAPNs.Identity = .test) async throws {
         self.prefect = prefect
         api = try await prefect.apiURL()
-        production = try FakeAPNs(name: "production")
-        development = try FakeAPNs(name: "development")
+        production = try FakeAPNs(name: "production", identity: apnsIdentity)
+        development = try FakeAPNs(name: "development", identity: apnsIdentity)
     }
 
     deinit {
@@ -36,7 +38,7 @@ final class EndToEnd: @unchecked Sendable {
          "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
          "APNS_PRODUCTION_URL": "https://127.0.0.1:\(production.port)",
          "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(development.port)", "APNS_CA_FILE": APNsFixtures.path("ca.pem"),
-         "LOG_LEVEL": "debug"]
+         "LOG_LEVEL": "debug"].merging(extraEnvironment) { $1 }
     }
 
     /// Starts (or restarts) the relay on the same database and waits until it is subscribed.
