@@ -12,7 +12,8 @@ import RelayCore
 /// before the device token, so `BadDeviceToken` means the key, key id, team id and topic were all accepted, and
 /// nothing reaches any phone.
 enum Check {
-    static let usage = "check      try PREFECT_API_URL and its credential, the APNs key and both APNs hosts, then exit"
+    static let usage = "check        try PREFECT_API_URL and its credential, the APNs key and both APNs hosts, check "
+        + "the store's integrity, then exit"
 
     struct Line {
         enum Status: String { case ok, failed, skipped }
@@ -53,6 +54,7 @@ enum Check {
         let key = apnsKey(config)
         report.add(key)
         report.add(database(config.dbPath))
+        report.add(integrity(config.dbPath))
         await prefect(config, report)
         await apns(config, keyUsable: key.status == .ok, report)
         if key.status == .failed { return 2 }
@@ -94,6 +96,37 @@ enum Check {
                         fix: "point DB_PATH at a writable file on a persistent volume")
         }
         return Line(.ok, "database", access(path, F_OK) == 0 ? "\(path) exists and is writable" : "\(target) is writable")
+    }
+
+    /// A read-only `quick_check` of the store (bounded: 5 problems, 10 s), and whether this version can read it.
+    static func integrity(_ path: String) -> Line {
+        let name = "database integrity"
+        guard access(path, F_OK) == 0 else {
+            return Line(.skipped, name, "\(path) does not exist yet; the relay creates it at its first start")
+        }
+        let inspection: StoreCopy.Inspection
+        do {
+            inspection = try StoreCopy.inspect(path: path)
+        } catch {
+            return Line(.failed, name, "\(error)")
+        }
+        let latest = Store.migrations.count
+        guard inspection.problems.isEmpty else {
+            return Line(.failed, name, "quick_check found damage: \(inspection.problems.joined(separator: "; "))",
+                        fix: "stop the relay and restore the last backup (copy it over DB_PATH, remove DB_PATH-wal and "
+                            + "DB_PATH-shm, start); without one, move the file aside and phones register again")
+        }
+        if inspection.schemaVersion > latest {
+            let refusal = StoreError.newerSchema(path: path, version: inspection.schemaVersion, latest: latest)
+            return Line(.failed, name, refusal.problem, fix: refusal.fix)
+        }
+        var detail = "quick_check ok, schema \(inspection.schemaVersion)"
+        if let devices = inspection.devices, let pending = inspection.pending {
+            detail += ", \(devices) devices, \(pending) pushes pending"
+        } else {
+            detail += " (migrated to \(latest) when the relay starts)"
+        }
+        return Line(.ok, name, detail)
     }
 
     // MARK: - Prefect

@@ -32,8 +32,9 @@ package enum RelayMain {
         var text = """
             prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | --help | --version]
+            usage: prefect-push [check | backup FILE | --help | --version]
               \(Check.usage)
+              \(BackupCommand.usage)
             Configuration comes from the environment:
 
             """
@@ -96,6 +97,8 @@ package enum RelayMain {
             exit(0)
         case "check":
             exit(await Check.run(environment: environment()))
+        case "backup":
+            exit(BackupCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case nil:
             return
         case let other?:

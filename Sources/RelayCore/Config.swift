@@ -85,12 +85,18 @@ public struct Config: Sendable, Equatable {
         apnsDevelopment = try HTTPURL.parse(read.value("APNS_DEVELOPMENT_URL") ?? "https://api.sandbox.push.apple.com",
                                             variable: "APNS_DEVELOPMENT_URL", requireHTTPS: true)
         apnsCAFile = read.value("APNS_CA_FILE")
-        dbPath = read.value("DB_PATH") ?? "prefect-push.db"
+        dbPath = Config.dbPath(environment: env)
         port = try read.integer("PORT", in: 0...65535, default: 8080)
         basePath = try Config.basePath(read)
         logLevel = try Config.logLevel(read)
         maxDevices = try read.integer("MAX_DEVICES", in: 1...10_000_000, default: Config.defaultMaxDevices)
         proxy = try ProxyRule(environment: env)
+    }
+
+    /// `DB_PATH` alone, for `prefect-push backup`, which needs nothing else and so works without the Prefect and
+    /// APNs settings.
+    public static func dbPath(environment: [String: String]) -> String {
+        EnvironmentReader(environment).value("DB_PATH") ?? "prefect-push.db"
     }
 
     static func appleID(_ raw: String?, _ name: String, _ what: String) throws(ConfigError) -> String {

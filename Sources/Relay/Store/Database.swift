@@ -21,9 +21,13 @@ final class Database {
     /// - `EXRESCODE`: extended result codes from every call, so errors tell a FOREIGNKEY from a UNIQUE failure.
     /// - no `URI`: `DB_PATH` is a plain file name; a value like `file:x?mode=ro` must not change behaviour.
     /// - no `NOFOLLOW`: volume mounts (Kubernetes) may reach the file through a symlink.
-    init(path: String) throws {
+    ///
+    /// `readOnly`: `READONLY` instead of `READWRITE | CREATE`, for `backup` and `check`, which read a store the relay
+    /// may be writing and must never create one where there was none.
+    init(path: String, readOnly: Bool = false) throws {
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let access = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        let flags = access | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             // open_v2 usually hands back a handle even on failure; it carries the message and must be closed.

@@ -106,11 +106,7 @@ final class Store {
             let version = Int(try db.scalarInt("PRAGMA user_version") ?? 0)
             let latest = migrations.count
             if version > latest {
-                throw StoreError(kind: .newerSchema, path: path,
-                                 problem: "was written by a newer prefect-push (schema version \(version); "
-                                     + "this build knows up to \(latest))",
-                                 fix: "run that newer release, or set DB_PATH to another file "
-                                     + "(a new registry starts empty and phones register again)")
+                throw StoreError.newerSchema(path: path, version: version, latest: latest)
             }
             if version == 0 {
                 let tables = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'")

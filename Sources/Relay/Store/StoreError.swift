@@ -22,6 +22,16 @@ struct StoreError: Error, CustomStringConvertible {
         return line
     }
 
+    /// A store from a newer release: this build can't read it safely, and there is no way down but a backup.
+    static func newerSchema(path: String, version: Int, latest: Int) -> StoreError {
+        StoreError(kind: .newerSchema, path: path,
+                   problem: "this store was written by a newer prefect-push (schema \(version) > \(latest), the newest "
+                       + "this version knows)",
+                   fix: "run that newer version, or restore the backup taken before the upgrade: stop the relay, copy "
+                       + "the backup over DB_PATH, remove DB_PATH-wal and DB_PATH-shm, start this version (backups are "
+                       + "made with prefect-push backup FILE)")
+    }
+
     // MARK: - Diagnosis
 
     /// Turns an SQLite failure while opening `path` into an operator-facing error. SQLite's own codes are

@@ -1,0 +1,83 @@
+import CSQLite
+import Glibc
+import Testing
+@testable import Relay
+@testable import RelayCore
+
+/// `StoreCopy`: the online backup and the read-only integrity check behind `prefect-push backup` and `check`.
+@Suite struct StoreCopyTests {
+    /// A copy made while another connection keeps committing is one consistent snapshot: it opens as a store, passes
+    /// the check, and holds every device committed before it began.
+    @Test func aCopyDuringWritesIsWholeAndConsistent() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        for i in 0..<200 { try store.upsertDevice(registration("before-\(i)", token: "aa\(i)bb"), now: 1) }
+        let path = dir.file("relay.db")
+        let writer = Task.detached {
+            let other = try Store(path: path)
+            for i in 0..<400 { try other.upsertDevice(registration("during-\(i)", token: "cc\(i)dd"), now: 2) }
+        }
+        let copied = try StoreCopy.backup(from: dir.file("relay.db"), to: dir.file("copy.db"))
+        try await writer.value
+        #expect(copied.schemaVersion == Store.migrations.count)
+        #expect(copied.pages > 0 && copied.bytes == copied.pages * 4096)
+        #expect(access(dir.file("copy.db.partial"), F_OK) != 0)
+        #expect(access(dir.file("copy.db-wal"), F_OK) != 0)  // a plain file: nothing beside it
+        let inspection = try StoreCopy.inspect(path: dir.file("copy.db"))
+        #expect(inspection.problems.isEmpty)
+        let restored = try dir.store("copy.db")
+        let ids = Set(try restored.allDevices().map(\.id))
+        #expect((0..<200).allSatisfy { ids.contains("before-\($0)") })
+        #expect(ids.count >= 200 && ids.count <= 600)
+        #expect(inspection.devices == ids.count)
+    }
+
+    @Test func aSecondBackupReplacesTheFirst() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        _ = try StoreCopy.backup(from: dir.file("relay.db"), to: dir.file("copy.db"))
+        try store.upsertDevice(registration("phone"), now: 1)
+        _ = try StoreCopy.backup(from: dir.file("relay.db"), to: dir.file("copy.db"))
+        #expect(try StoreCopy.inspect(path: dir.file("copy.db")).devices == 1)
+    }
+
+    @Test func refusesToCopyOntoItselfOrIntoADirectoryOrFromNothing() throws {
+        let dir = try StoreScratch()
+        _ = try dir.store()
+        let itself = #expect(throws: StoreError.self) { _ = try StoreCopy.backup(from: dir.file("relay.db"), to: dir.file("relay.db")) }
+        #expect(itself?.description.contains("is DB_PATH itself") == true)
+        let directory = #expect(throws: StoreError.self) { _ = try StoreCopy.backup(from: dir.file("relay.db"), to: dir.path) }
+        #expect(directory?.kind == .isDirectory)
+        let missing = #expect(throws: StoreError.self) { _ = try StoreCopy.backup(from: dir.file("none.db"), to: dir.file("x.db")) }
+        #expect(missing?.description.contains("does not exist") == true)
+        #expect(access(dir.file("none.db"), F_OK) != 0)  // never created by reading it
+        #expect(access(dir.file("x.db"), F_OK) != 0)
+    }
+
+    /// A damaged page is named by the check, read-only: the file is left as it was.
+    @Test func theCheckFindsADamagedPage() throws {
+        let dir = try StoreScratch()
+        do {
+            let store = try dir.store()
+            for i in 0..<300 { try store.upsertDevice(registration("phone-\(i)", token: "ab\(i)cd"), now: 1) }
+            try store.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        #expect(try StoreCopy.inspect(path: dir.file("relay.db")).problems.isEmpty)
+        // Scribble over the middle of page 3 (a devices page), past its header.
+        let fd = open(dir.file("relay.db"), O_WRONLY)
+        #expect(fd >= 0)
+        let junk = [UInt8](repeating: 0xff, count: 200)
+        _ = junk.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(2 * 4096 + 8)) }
+        close(fd)
+        let inspection: StoreCopy.Inspection
+        do {
+            inspection = try StoreCopy.inspect(path: dir.file("relay.db"), limit: 3)
+        } catch let error as StoreError {
+            // Damage to a page's header may already fail the first read: still a named, read-only refusal.
+            #expect(error.kind == .notADatabase)
+            return
+        }
+        #expect(!inspection.problems.isEmpty && inspection.problems.count <= 3)
+        #expect(inspection.devices == nil)
+    }
+}
