@@ -27,8 +27,12 @@ STRICT_FLAGS  := -Xswiftc -warnings-as-errors -Xcc -Werror
 PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
 STRIP_FLAGS   ?= -Xlinker --strip-all
 SYMBOL_ORDER  := -Xlinker --symbol-ordering-file=$(CURDIR)/deploy/symbol-order.txt -Xlinker --no-warn-symbol-ordering
+# The release build reports the checkout's version (git describe) and commit: deploy/build-stamp.sh writes them into
+# $(BUILD_STAMP) (git-ignored), compiled in by -DPREFECT_PUSH_STAMPED (Sources/Relay/BuildInfo.swift). Other builds
+# report 0.1.0+unknown. BUILD_VERSION / BUILD_COMMIT override git (deploy/Dockerfile passes them).
+BUILD_STAMP   := Sources/Relay/BuildStamp.generated.swift
 RELEASE_COMPILE := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
-                   -Xswiftc -Xfrontend -Xswiftc -function-sections $(STRICT_FLAGS)
+                   -Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -DPREFECT_PUSH_STAMPED $(STRICT_FLAGS)
 RELEASE_FLAGS := $(RELEASE_COMPILE) -Xswiftc -use-ld=lld $(PACK_RELOCS) $(SYMBOL_ORDER) $(STRIP_FLAGS)
 KUBERNETES_VALIDATE := $(VENV)/bin/kubernetes-validate
 KUBERNETES_VALIDATE_VERSION := 1.37.0
@@ -80,12 +84,14 @@ build: deps-apt release-inputs
 	@ls -l $(BIN) | awk '{print "built $(BIN): " $$5 " bytes"}'
 	@echo "dynamic: $$(ldd $(BIN) | awk '{print $$1}' | tr '\n' ' ')"
 
-# The release build's inputs that SwiftPM doesn't track: the static libraries (built once), and the compiler and
-# linker flags and the symbol order. SwiftPM recompiles on a source change but not on a changed -Xswiftc flag, and
-# relinks on neither a changed archive nor a changed order file: a change of the compile flags drops the compiled
-# release modules, and the release executables are always linked again (under a second each).
+# The release build's inputs that SwiftPM doesn't track: the static libraries (built once), the version stamp (its
+# file is rewritten only when it changes), and the compiler and linker flags and the symbol order. SwiftPM
+# recompiles on a source change but not on a changed -Xswiftc flag, and relinks on neither a changed archive nor a
+# changed order file: a change of the compile flags drops the compiled release modules, and the release executables
+# are always linked again (under a second each).
 release-inputs:
 	@sh deploy/static-libs.sh $(STATIC_DIR)
+	@sh deploy/build-stamp.sh $(BUILD_STAMP)
 	@stamp=.build/release-flags; flags="$(RELEASE_COMPILE)"; \
 	if [ "$$(cat $$stamp 2>/dev/null)" != "$$flags" ]; then \
 	  rm -rf .build/release/*.build .build/release/*.swiftmodule .build/release/Modules; mkdir -p .build; \
@@ -312,6 +318,9 @@ bad-input: deps
 REGISTRY     ?= registry.example.com/prefect
 IMAGE        ?= $(REGISTRY)/prefect-push
 IMAGE_TAG    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
+# The image's org.opencontainers.image.source label: the repository's address (default: the origin remote, when it
+# is an https URL; without credentials).
+IMAGE_SOURCE ?= $(shell git remote get-url origin 2>/dev/null | sed -n 's|^https://\([^@/]*@\)\{0,1\}|https://|p' | sed 's|\.git$$||')
 OCI          := .build/oci
 IMAGE_ROOT   := .build/image-bundle
 NAMESPACE    ?= prefect
@@ -326,7 +335,7 @@ BASE_PATH_K8S := /push
 # IMAGE_COMPRESSION=gzip for gzip -9 that any runtime pulls. umoci's own gzip is checked first: umoci can't unpack zstd.
 IMAGE_COMPRESSION ?= zstd
 image: build deps-image
-	deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
+	IMAGE_SOURCE='$(IMAGE_SOURCE)' deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
 	@umount $(IMAGE_ROOT)/rootfs/dev $(IMAGE_ROOT)/rootfs/proc 2>/dev/null || true
 	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
 	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version

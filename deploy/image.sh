@@ -15,7 +15,11 @@ tag=${3:?usage: image.sh BINARY LAYOUT TAG}
 uid=65532
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+# The labels' version and revision are the binary's own (`make build` stamps them from git: BuildInfo.swift);
+# IMAGE_SOURCE, when set, is the repository's address.
 version=$("$bin" --version | awk '{print $2}')
+revision=$("$bin" --version | sed -n 's/.*(commit \([^)]*\)).*/\1/p')
+source=${IMAGE_SOURCE:-}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -86,5 +90,9 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
     --config.stopsignal SIGTERM \
     --config.label org.opencontainers.image.title=prefect-push \
     --config.label org.opencontainers.image.version="$version" \
+    --config.label org.opencontainers.image.revision="${revision:-unknown}" \
+    --config.label org.opencontainers.image.created="$created" \
+    --config.label org.opencontainers.image.licenses=Apache-2.0 \
+    ${source:+--config.label "org.opencontainers.image.source=$source"} \
     --config.label org.opencontainers.image.description="Relays Prefect flow-run pauses to iPhones via APNs"
 umoci gc --layout "$layout"

@@ -98,6 +98,7 @@ actor Coordinator {
         metrics.prefectReadsAbandoned = HTTPPool.readsAbandonedTotal
         metrics.prefectReadsInFlight = HTTPPool.readsInFlight
         metrics.outboxPending = (try? store.outboxCount()) ?? 0
+        (metrics.buildVersion, metrics.buildCommit) = (BuildInfo.version, BuildInfo.commit)
         return metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
                        residentBytes: ProcessStatus.residentBytes())
     }

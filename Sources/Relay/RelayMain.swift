@@ -5,8 +5,6 @@ import RelayCore
 /// events socket) → wait for a signal → finish in-flight pushes → close. The `prefect-push` executable calls
 /// `RelayMain.run()`; everything else in the module stays internal.
 package enum RelayMain {
-    package static let version = "0.1.0"
-
     /// The environment as it was at start-up, before `launch` took lws's `http_proxy` out of it.
     static func environment() -> [String: String] { startEnvironment }
 
@@ -30,7 +28,7 @@ package enum RelayMain {
 
     static func usage() -> String {
         var text = """
-            prefect-push \(version): tells phones when a Prefect flow run starts waiting on a person.
+            prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
             usage: prefect-push [check | backup FILE | --help | --version]
               \(Check.usage)
@@ -93,7 +91,7 @@ package enum RelayMain {
             print(usage(), terminator: "")
             exit(0)
         case "--version", "-V", "version":
-            print("prefect-push \(version)")
+            print("prefect-push \(BuildInfo.version) (commit \(BuildInfo.commit))")
             exit(0)
         case "check":
             exit(await Check.run(environment: environment()))
@@ -180,7 +178,7 @@ package enum RelayMain {
         events.loop = loop
         loop.start()
         apiLoop.start()
-        Log.info("relay.started", ["version": version, "port": String(apiLoop.listenPort ?? config.port),
+        Log.info("relay.started", ["version": BuildInfo.version, "commit": BuildInfo.commit, "port": String(apiLoop.listenPort ?? config.port),
                                    "base_path": config.basePath.isEmpty ? "/" : config.basePath,
                                    "prefect": config.prefectAPI.string, "apns": parts.apns == nil ? "off" : "on",
                                    "db": config.dbPath,

@@ -29,6 +29,10 @@ public struct Metrics: Sendable {
         public var reason: String
     }
 
+    /// The build that is running, for `prefect_push_build_info` (empty: the metric is left out).
+    public var buildVersion = ""
+    public var buildCommit = ""
+
     public init() {}
 
     public mutating func recordPush(kind: String, status: String, reason: String, seconds: Double?) {
@@ -75,6 +79,10 @@ public struct Metrics: Sendable {
                [("", subscribed ? "1" : "0")])
         metric("prefect_push_devices", "gauge", "Registered devices.", [("", String(devices))])
         metric("prefect_push_waiting", "gauge", "Pauses still waiting on a person.", [("", String(waiting))])
+        if !buildVersion.isEmpty {
+            metric("prefect_push_build_info", "gauge", "The running build: its version and commit (always 1).",
+                   [("{version=\"\(escape(buildVersion))\",commit=\"\(escape(buildCommit))\"}", "1")])
+        }
         if let residentBytes {
             metric("prefect_push_resident_memory_bytes", "gauge", "Resident set size of the relay.",
                    [("", String(residentBytes))])

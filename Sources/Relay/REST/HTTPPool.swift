@@ -91,7 +91,7 @@ final class HTTPPool: @unchecked Sendable {
     static let maxResponse = 8 * 1024 * 1024
 
     let options: Options
-    let userAgent = "prefect-push/\(RelayMain.version)"
+    let userAgent = "prefect-push/\(BuildInfo.version)"
     private let wakeSignal: WakeSignal
     private let inbox = Locked(Inbox())
 

@@ -73,7 +73,7 @@ import Testing
                      "prefect_push_prefect_connections_opened_total", "prefect_push_prefect_reads_stalled_total",
                      "prefect_push_prefect_reads_abandoned_total", "prefect_push_prefect_reads_in_flight",
                      "prefect_push_socket_reconnects_total", "prefect_push_subscribed", "prefect_push_devices",
-                     "prefect_push_waiting", "prefect_push_resident_memory_bytes"] {
+                     "prefect_push_waiting", "prefect_push_resident_memory_bytes", "prefect_push_build_info"] {
             #expect(exposition.types[name] != nil, "no # TYPE for \(name)")
             #expect(exposition.help[name]?.isEmpty == false, "no # HELP for \(name)")
         }
@@ -93,6 +93,7 @@ import Testing
         #expect(exposition.value("prefect_push_devices") == 1)  // the 410 removed the other phone
         #expect(exposition.value("prefect_push_waiting") == 0)
         #expect((exposition.value("prefect_push_resident_memory_bytes") ?? 0) > 1_000_000)
+        #expect(exposition.value("prefect_push_build_info", ["version": BuildInfo.version, "commit": BuildInfo.commit]) == 1)
 
         // The latency histogram: one delivered push, cumulative buckets, +Inf equal to the count.
         let count = exposition.value("prefect_push_event_to_apns_seconds_count")

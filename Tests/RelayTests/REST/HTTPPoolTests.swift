@@ -44,7 +44,7 @@ import Testing
         #expect(status(await pool.send(get(server, "/api/flows/abc"))) == 200)
         let texts = server.requestTexts
         #expect(texts.first == "POST /api/flows/count HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n"
-            + "User-Agent: prefect-push/\(RelayMain.version)\r\naccept: application/json\r\n"
+            + "User-Agent: prefect-push/\(BuildInfo.version)\r\naccept: application/json\r\n"
             + "authorization: Basic eDp5\r\ncontent-type: application/json\r\nContent-Length: 2\r\n\r\n{}")
         #expect(texts.last?.hasPrefix("GET /api/flows/abc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n") == true)
         #expect(texts.last?.contains("Content-Length") == false)
