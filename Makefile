@@ -405,7 +405,7 @@ health:
 	for i in $$(seq 1 50); do curl -fsS http://127.0.0.1:$(HEALTH_PORT)$(BASE_PATH_K8S)/health 2>/dev/null && echo && exit 0; sleep 0.2; done; \
 	echo "no answer from $(BASE_PATH_K8S)/health"; exit 1
 
-# The relay's log (logfmt on stderr). make logs ARGS=-f follows it.
+# The relay's log (logfmt, or JSON with LOG_FORMAT=json, on stderr). make logs ARGS=-f follows it.
 logs:
 	$(KUBECTL) logs deployment/prefect-push --tail=200 $(ARGS)
 

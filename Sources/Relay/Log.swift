@@ -2,8 +2,9 @@ import Glibc
 import RelayCore
 import Synchronization
 
-/// One logfmt line per event to stderr, written with a single write(2) so lines from different threads
-/// stay whole. Never pass a credential; shorten tokens with `Log.short(_:)`.
+/// One line per event to stderr, strict logfmt (`ts=… level=… event=… key=value …`) or, with `LOG_FORMAT=json`, one
+/// JSON object with the same keys (`LogLine`). Each line is written with a single write(2) so lines from different
+/// threads stay whole. Never pass a credential; shorten tokens with `Log.short(_:)`.
 ///
 /// Warnings and errors go through a `LogThrottle`: an event that repeats (an `accept` failing for lack of
 /// descriptors, a host that keeps refusing) writes its first lines, then one `log.suppressed` line with a count per
@@ -11,9 +12,14 @@ import Synchronization
 package enum Log {
     private static let minimum = Atomic<Int>(1)  // index into Config.LogLevel.allCases
     private static let throttle = Locked(LogThrottle())
+    private static let json = Atomic<Bool>(false)
 
     package static func setLevel(_ level: Config.LogLevel) {
         minimum.store(Config.LogLevel.allCases.firstIndex(of: level)!, ordering: .relaxed)
+    }
+
+    package static func setFormat(_ format: Config.LogFormat) {
+        json.store(format == .json, ordering: .relaxed)
     }
 
     static func debug(_ event: String, _ fields: KeyValuePairs<String, String> = [:]) { emit(.debug, event, fields) }
@@ -34,12 +40,9 @@ package enum Log {
             guard verdict.write else { return }
             held = verdict.suppressed
         }
-        var line = timestamp() + " " + level.rawValue + " " + event
-        for (key, value) in fields where !value.isEmpty {  // an empty field says nothing
-            line += " " + key + "=" + quoted(value)
-        }
-        if held > 0 { line += " suppressed=" + String(held) }
-        writeLine(line)
+        var pairs = fields.filter { !$0.value.isEmpty }.map { (key: $0.key, value: $0.value) }  // an empty field says nothing
+        if held > 0 { pairs.append((key: "suppressed", value: String(held))) }
+        writeLine(level.rawValue, event, pairs)
     }
 
     /// One `log.suppressed` line for each event whose repeats were held back in a window that has passed. Called
@@ -47,12 +50,13 @@ package enum Log {
     static func writeSuppressedCounts() {
         let now = SystemClock.monotonic()
         for (event, count) in throttle.withLock({ $0.due(now: now) }) {
-            writeLine(timestamp() + " warn log.suppressed event=" + event + " lines=" + String(count))
+            writeLine("warn", "log.suppressed", [(key: "suppressed_event", value: event), (key: "lines", value: String(count))])
         }
     }
 
-    private static func writeLine(_ text: String) {
-        var line = text
+    private static func writeLine(_ level: String, _ event: String, _ fields: [(key: String, value: String)]) {
+        var line = LogLine.render(json.load(ordering: .relaxed) ? .json : .logfmt, ts: timestamp(), level: level,
+                                  event: event, fields: fields)
         line += "\n"
         var bytes = Array(line.utf8)
         bytes.withUnsafeMutableBytes { raw in
@@ -69,21 +73,6 @@ package enum Log {
     /// A device or activity token shortened for logs: first 6 and last 3 characters.
     static func short(_ token: String) -> String {
         token.count <= 10 ? token : String(token.prefix(6)) + "…" + String(token.suffix(3))
-    }
-
-    private static func quoted(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline })
-        guard needsQuotes else { return value }
-        var out = "\""
-        for ch in value.prefix(300) {
-            switch ch {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n", "\r\n", "\r": out += "\\n"
-            default: out.append(ch)
-            }
-        }
-        return out + "\""
     }
 
     private static func timestamp() -> String { Timestamp.format(SystemClock.unixNow()) }

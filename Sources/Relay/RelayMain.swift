@@ -70,6 +70,8 @@ package enum RelayMain {
     private static func run() async -> Never {
         await handleCommand()
         Hardening.disableCoreDumps()
+        // First, so that even a configuration error is written in the format asked for (a bad value: logfmt).
+        Log.setFormat((try? Config.logFormat(environment: environment())) ?? .logfmt)
         let config: Config
         do { config = try Config(environment: environment()) } catch { fail(error.description) }
         Log.setLevel(config.logLevel)
@@ -185,6 +187,7 @@ package enum RelayMain {
                                    "prefect_route": config.proxy.route(for: config.prefectAPI).description,
                                    "apns_route": config.proxy.route(for: config.apnsProduction).description])
         if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
+        if config.prefectAuthorization == nil { warnIfOpen(prefect) }
         _ = Task(executorPreference: RelayExecutor.shared) {
             for await message in socketMessages { await relay.received(message) }
         }
@@ -196,6 +199,23 @@ package enum RelayMain {
         }
         events.start()
         return Running(loop: loop, apiLoop: apiLoop, events: events, socketSink: socketSink, ticker: ticker)
+    }
+
+    /// Without a credential configured, asks Prefect once whether it answers without one, and warns if so (the API
+    /// then admits anyone). Off the start-up path; while Prefect doesn't answer, asked again every 30 s, 10 times.
+    private static func warnIfOpen(_ prefect: PrefectClient) {
+        Task(executorPreference: RelayExecutor.shared) {
+            for _ in 0..<10 {
+                switch await prefect.answersWithoutCredential() {
+                case true?:
+                    return Log.warn("prefect.open_server", ["warning": Config.openServerWarning, "fix": Config.openServerFix])
+                case false?:
+                    return
+                case nil:
+                    try? await Task.sleep(for: .seconds(30))
+                }
+            }
+        }
     }
 
     /// Stops taking events, lets pushes under way finish (bounded), then closes everything in reverse order.

@@ -107,6 +107,13 @@ extension Config {
             : "PREFECT_API_AUTH_STRING must equal the server's PREFECT_SERVER_API_AUTH_STRING (user:pass)"
     }
 
+    /// Said at start-up (`prefect.open_server`) and by `check` when no credential is configured and the watched
+    /// server answers without one: the relay admits whoever Prefect admits, so on an open server that is anyone.
+    public static let openServerWarning = "the Prefect server answers without a credential, so the relay's API admits "
+        + "anyone who can reach it: they can register devices, send test alerts and delete devices"
+    public static let openServerFix = "run Prefect with PREFECT_SERVER_API_AUTH_STRING and set PREFECT_API_AUTH_STRING "
+        + "here to the same user:pass, or keep the relay's API on a private network"
+
     /// `PREFECT_API_KEY`: one line of printable ASCII (it goes into a header). Never quoted back in the error.
     static func apiKey(_ raw: String?) throws(ConfigError) -> APIKey? {
         guard let raw else { return nil }

@@ -77,6 +77,28 @@ extension Config {
         return base
     }
 
+    /// `LOG_FORMAT` alone: the relay reads it before the rest, so even a configuration error is written in it.
+    public static func logFormat(environment: [String: String]) throws(ConfigError) -> LogFormat {
+        guard let format = EnvironmentReader(environment).value("LOG_FORMAT") else { return .logfmt }
+        guard let parsed = LogFormat(rawValue: format.lowercased()) else {
+            throw ConfigError("LOG_FORMAT", "must be logfmt or json, got \"\(format.prefix(20))\"")
+        }
+        return parsed
+    }
+
+    /// `PREFECT_CA_FILE`, or `PREFECT_API_SSL_CERT_FILE` as Prefect's own settings name it: either, or both when they
+    /// name the same file.
+    static func prefectCAFile(_ read: EnvironmentReader) throws(ConfigError) -> String? {
+        let ours = read.value("PREFECT_CA_FILE")
+        let prefects = read.value("PREFECT_API_SSL_CERT_FILE")
+        if let ours, let prefects, ours != prefects {
+            throw ConfigError("PREFECT_CA_FILE", "and PREFECT_API_SSL_CERT_FILE are both set, to different files "
+                              + "(\(ours.prefix(100)) and \(prefects.prefix(100))); they are one setting: unset one, "
+                              + "or set both to the same file")
+        }
+        return ours ?? prefects
+    }
+
     static func logLevel(_ read: EnvironmentReader) throws(ConfigError) -> LogLevel {
         guard let level = read.value("LOG_LEVEL") else { return .info }
         guard let parsed = LogLevel(rawValue: level.lowercased()) else {

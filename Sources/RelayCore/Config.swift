@@ -7,6 +7,11 @@ public struct Config: Sendable, Equatable {
         public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
     }
 
+    /// How log lines are written (`LOG_FORMAT`): logfmt, or one JSON object per line.
+    public enum LogFormat: String, Sendable, CaseIterable {
+        case logfmt, json
+    }
+
     /// Where the APNs signing key comes from; the edge reads and parses it at start-up.
     public enum KeySource: Sendable, Equatable {
         case inline(String)
@@ -36,6 +41,7 @@ public struct Config: Sendable, Equatable {
     public var apnsCAFile: String?
     public var prefectCAFile: String?
     public var logLevel: LogLevel
+    public var logFormat: LogFormat
     /// The most devices the registry holds; a registration of a new device beyond it is refused (409).
     public var maxDevices: Int
     /// HTTPS_PROXY, HTTP_PROXY, NO_PROXY (either case): how each outbound connection goes out.
@@ -64,7 +70,10 @@ public struct Config: Sendable, Equatable {
         ("APNS_DEVELOPMENT_URL", "development (sandbox) APNs origin", "https://api.sandbox.push.apple.com"),
         ("APNS_CA_FILE", "extra PEM trust roots for APNs TLS", "system roots"),
         ("PREFECT_CA_FILE", "extra PEM trust roots for a Prefect server on https", "system roots"),
+        ("PREFECT_API_SSL_CERT_FILE", "Prefect's own name for PREFECT_CA_FILE (either may be set; both only if equal)",
+         "system roots"),
         ("LOG_LEVEL", "debug, info, warn or error", "info"),
+        ("LOG_FORMAT", "logfmt, or json for one JSON object per line", "logfmt"),
         ("MAX_DEVICES", "the most devices the relay registers; more are refused with 409", "10000"),
         ("HTTPS_PROXY", "http://[user:pass@]host:port proxy for https targets (Prefect, APNs), via CONNECT; "
             + "https_proxy wins", "unset: direct"),
@@ -77,7 +86,7 @@ public struct Config: Sendable, Equatable {
         let read = EnvironmentReader(env)
         (prefectAPI, cloudWorkspace, prefectAPIKey, prefectAuth) = try Config.prefectServer(read)
         prefectUI = try Config.prefectUI(read, api: prefectAPI, cloud: cloudWorkspace)
-        prefectCAFile = read.value("PREFECT_CA_FILE")
+        prefectCAFile = try Config.prefectCAFile(read)
         apns = try Config.apnsCredentials(read)
         apnsTopic = try Config.apnsTopic(read)
         apnsProduction = try HTTPURL.parse(read.value("APNS_PRODUCTION_URL") ?? "https://api.push.apple.com",
@@ -89,6 +98,7 @@ public struct Config: Sendable, Equatable {
         port = try read.integer("PORT", in: 0...65535, default: 8080)
         basePath = try Config.basePath(read)
         logLevel = try Config.logLevel(read)
+        logFormat = try Config.logFormat(environment: env)
         maxDevices = try read.integer("MAX_DEVICES", in: 1...10_000_000, default: Config.defaultMaxDevices)
         proxy = try ProxyRule(environment: env)
     }

@@ -82,7 +82,7 @@ final class WebSocketsLoop: @unchecked Sendable {
             // lws only logs a CA file it can't load and then fails every TLS connection; say so at start-up.
             if let problem = WebSocketsLoop.pemProblem(caFile) {
                 // Every stored property is set: deinit frees the protocols (as for a failed context below).
-                throw StartupError("PREFECT_CA_FILE", "\(problem); point it at a readable PEM file, or unset it")
+                throw StartupError("PREFECT_CA_FILE", "\(problem); point it (or PREFECT_API_SSL_CERT_FILE, the same setting) at a readable PEM file, or unset it")
             }
         }
         WebSocketsLoop.routeLibraryLogs()

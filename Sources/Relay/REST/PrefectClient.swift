@@ -22,6 +22,14 @@ struct PrefectClient: Sendable {
         return result.map(\.status)
     }
 
+    /// Whether the server lets anyone in: true when no credential is configured and `POST /flows/count` without one
+    /// is answered 2xx; false when one is configured or the server wants one; nil when it didn't answer.
+    func answersWithoutCredential() async -> Bool? {
+        guard ownAuthorization == nil else { return false }
+        guard case .success(let status) = await checkCredential(nil) else { return nil }
+        return (200..<300).contains(status)
+    }
+
     /// The longest a single call waits on a server's `Retry-After` before giving up to its caller (who retries
     /// on its own schedule: the tick, the listing).
     static let longestRetryWait = 10

@@ -26,6 +26,7 @@ import Testing
         #expect(c.apnsDevelopment.host == "api.sandbox.push.apple.com")
         #expect(c.apnsCAFile == nil && c.prefectCAFile == nil)
         #expect(c.logLevel == .info)
+        #expect(c.logFormat == .logfmt)
     }
 
     @Test func everyVariableIsRead() throws {
@@ -79,6 +80,8 @@ import Testing
         (["APNS_PRODUCTION_URL": "http://api.push.apple.com"], "APNS_PRODUCTION_URL"),
         (["APNS_DEVELOPMENT_URL": "nope"], "APNS_DEVELOPMENT_URL"),
         (["LOG_LEVEL": "loud"], "LOG_LEVEL"),
+        (["LOG_FORMAT": "xml"], "LOG_FORMAT"),
+        (["PREFECT_CA_FILE": "/a.pem", "PREFECT_API_SSL_CERT_FILE": "/b.pem"], "PREFECT_CA_FILE"),
     ] as [([String: String], String)])
     func badValuesNameTheVariable(_ overrides: [String: String], _ variable: String) {
         var env = overrides.isEmpty ? [:] : minimal
@@ -92,10 +95,29 @@ import Testing
         let names = Set(Config.variables.map(\.name))
         for name in ["PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "PREFECT_UI_URL", "APNS_KEY", "APNS_KEY_PATH",
                      "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC", "DB_PATH", "PORT", "BASE_PATH", "APNS_PRODUCTION_URL",
-                     "APNS_DEVELOPMENT_URL", "APNS_CA_FILE", "PREFECT_CA_FILE", "LOG_LEVEL", "HTTPS_PROXY", "HTTP_PROXY",
-                     "NO_PROXY"] {
+                     "APNS_DEVELOPMENT_URL", "APNS_CA_FILE", "PREFECT_CA_FILE", "PREFECT_API_SSL_CERT_FILE", "LOG_LEVEL",
+                     "LOG_FORMAT", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"] {
             #expect(names.contains(name))
         }
+    }
+
+    /// Prefect's own name for the CA bundle is accepted too; both at once only when they agree.
+    @Test func prefectSSLCertFileIsAnAliasOfPrefectCAFile() throws {
+        #expect(try config(["PREFECT_API_SSL_CERT_FILE": "/etc/ca.pem"]).prefectCAFile == "/etc/ca.pem")
+        #expect(try config(["PREFECT_CA_FILE": "/etc/ca.pem"]).prefectCAFile == "/etc/ca.pem")
+        #expect(try config(["PREFECT_CA_FILE": "/etc/ca.pem", "PREFECT_API_SSL_CERT_FILE": " /etc/ca.pem "]).prefectCAFile
+            == "/etc/ca.pem")
+        let both = error(minimal.merging(["PREFECT_CA_FILE": "/a.pem", "PREFECT_API_SSL_CERT_FILE": "/b.pem"]) { $1 })
+        #expect(both?.description.contains("PREFECT_CA_FILE") == true)
+        #expect(both?.description.contains("PREFECT_API_SSL_CERT_FILE") == true)
+        #expect(both?.description.contains("/a.pem") == true && both?.description.contains("/b.pem") == true)
+    }
+
+    @Test func logFormat() throws {
+        #expect(try config(["LOG_FORMAT": "JSON"]).logFormat == .json)
+        #expect(try config(["LOG_FORMAT": "logfmt"]).logFormat == .logfmt)
+        #expect(try Config.logFormat(environment: ["LOG_FORMAT": "json"]) == .json)  // read alone, before the rest
+        #expect(try Config.logFormat(environment: [:]) == .logfmt)
     }
 
     @Test func maxDevices() throws {

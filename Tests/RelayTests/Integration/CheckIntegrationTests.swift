@@ -18,7 +18,7 @@ extension SharedPrefect {
             /// The report line for `name` (e.g. "prefect api"), without its status.
             func status(of name: String) -> String? {
                 for line in output.split(separator: "\n") {
-                    for status in ["ok", "failed", "skipped"] where line.hasPrefix(status + " ") {
+                    for status in ["ok", "warn", "failed", "skipped"] where line.hasPrefix(status + " ") {
                         let rest = line.dropFirst(status.count).drop { $0 == " " }
                         if rest.hasPrefix(name + ":") { return status }
                     }
@@ -101,6 +101,7 @@ extension SharedPrefect {
             let result = try check(try await environment(auth: nil))
             #expect(result.code == 1, "\(result.output)")
             #expect(result.line("prefect api").contains("set PREFECT_API_AUTH_STRING"))
+            #expect(result.status(of: "prefect open") == nil)  // the server wants a credential: not open
             #expect(result.status(of: "prefect events") == "failed")
         }
 

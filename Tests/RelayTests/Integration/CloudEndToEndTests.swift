@@ -103,7 +103,7 @@ extension SharedPrefect {
             sleepSeconds(7)  // a fast retry (1 s backoff, a 3 s listing) would show by now
             #expect(relay.process.waitForExit(timeout: 0) == nil)  // still running
             let log = relay.process.log
-            let rejected = log.split(separator: "\n").filter { $0.contains(" error events.auth_rejected") }
+            let rejected = log.split(separator: "\n").filter { $0.contains(" level=error event=events.auth_rejected ") }
             #expect(rejected.count == 1, "\(log)")
             #expect(rejected.first?.contains("credential=PREFECT_API_KEY") == true)
             #expect(rejected.first?.contains("fix=") == true)

@@ -64,7 +64,7 @@ import Testing
         }
         // The first deadline (10 s) ran out once, then the second attempt's: both named, the first at warn level.
         #expect(stalls.count >= 2, "\(log)")
-        #expect(stalls.first?.contains(" warn events.connect_failed") == true, "\(log)")
+        #expect(stalls.first?.contains(" level=warn event=events.connect_failed ") == true, "\(log)")
         #expect(!log.contains("Program crashed"), "\(log)")
     }
 
