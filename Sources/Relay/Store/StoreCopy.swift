@@ -160,7 +160,7 @@ enum StoreCopy {
             return db
         } catch let error as SQLiteError {
             if access(path, F_OK) != 0 {
-                throw StoreError(kind: .missingDirectory, path: path, problem: "does not exist",
+                throw StoreError(kind: .other, path: path, problem: "does not exist",
                                  fix: "set DB_PATH to the relay's store (the relay creates it at its first start)")
             }
             throw StoreError.diagnosing(error, path: path)
