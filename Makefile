@@ -43,7 +43,7 @@ CHAOS_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind release-inputs symbol-order build debug test k8s-validate run demo bench bench-build size-report chaos \
+.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test k8s-validate run demo bench bench-build size-report chaos \
         chaos-quick chaos-asan chaos-asan-smoke soak clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
@@ -65,6 +65,11 @@ deps-apt:
 
 deps-image:
 	$(call apt_install,$(IMAGE_PACKAGES))
+
+# promtool for the alert rules and the dashboard, and prometheus itself for PrometheusScrapeTests (Debian's package
+# has both). On a host with systemd, installing it also starts a Prometheus on :9090; the tests don't use that one.
+deps-prometheus:
+	$(call apt_install,prometheus)
 
 deps-python: $(PREFECT) $(KUBERNETES_VALIDATE)
 
@@ -108,7 +113,7 @@ debug: deps-apt
 # have passed, the relay built plain and with AddressSanitizer. The test run is bounded
 # (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
 TEST_BOUND_SECONDS ?= 900
-test: deps k8s-validate release-inputs
+test: deps k8s-validate prometheus-check release-inputs
 	$(VENV)/bin/python tools/verdict-selftest.py
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
@@ -117,7 +122,7 @@ test: deps k8s-validate release-inputs
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory chaos-quick
 	$(MAKE) --no-print-directory chaos-asan-smoke
-	PREFECT_BIN=$(CURDIR)/$(PREFECT) SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
+	PREFECT_BIN=$(CURDIR)/$(PREFECT) PROMETHEUS_BIN=/usr/bin/prometheus SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
 
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
 # (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
@@ -134,6 +139,14 @@ k8s-validate: $(KUBERNETES_VALIDATE)
 	@if $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-broken.yaml >/dev/null 2>&1; then \
 	  echo "kubernetes-validate accepted a broken manifest"; exit 1; fi
 	@echo "manifests valid"
+
+# deploy/prometheus: the alert rules are valid and pass their promtool unit tests (alerts.test.yaml), and every
+# expression in the Grafana dashboard parses (tools/check-dashboard.py, which first makes sure promtool refuses a
+# broken one). The scrape itself is PrometheusScrapeTests, in the test run.
+prometheus-check: deps-prometheus
+	promtool check rules deploy/prometheus/alerts.yaml
+	promtool test rules deploy/prometheus/alerts.test.yaml
+	$(PYTHON) tools/check-dashboard.py deploy/prometheus/dashboard.json
 
 # Runs the relay. Without PREFECT_API_URL it starts a local Prefect server (127.0.0.1:$(PREFECT_PORT)) first and
 # stops it when the relay exits.

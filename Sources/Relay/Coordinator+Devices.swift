@@ -5,7 +5,7 @@ extension Coordinator {
     /// Every registered device; nil when the store could not be read (the caller tries again later).
     func devices() -> [Device]? {
         do { return try store.allDevices() } catch {
-            Log.error("store.failed", ["action": "devices", "error": "\(error)"])
+            storeFailed(["action": "devices", "error": "\(error)"])
             return nil
         }
     }
@@ -17,7 +17,7 @@ extension Coordinator {
                 try store.device(id: entry.deviceID).map { ($0, entry.token) }
             }
         } catch {
-            Log.error("store.failed", ["action": "activities", "error": "\(error)"])
+            storeFailed(["action": "activities", "error": "\(error)"])
             return nil
         }
     }
@@ -26,7 +26,7 @@ extension Coordinator {
     /// read (the caller tries again later).
     func props(stateID: String) -> String?? {
         do { return .some(try store.props(stateID: stateID)) } catch {
-            Log.error("store.failed", ["action": "props", "error": "\(error)"])
+            storeFailed(["action": "props", "error": "\(error)"])
             return nil
         }
     }
@@ -73,7 +73,7 @@ extension Coordinator {
                 if let runID { try store.deleteActivity(deviceID: device.id, runID: runID) }
             }
         } catch {
-            Log.error("store.failed", ["action": "delivery_effect", "error": "\(error)"])
+            storeFailed(["action": "delivery_effect", "error": "\(error)"])
         }
     }
 }

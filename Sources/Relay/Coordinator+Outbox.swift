@@ -41,6 +41,7 @@ extension Coordinator {
                     throw NothingOwed()
                 }
             }
+            storeWrote()
             // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
             if let props {
@@ -63,7 +64,7 @@ extension Coordinator {
             Log.warn("pause.unrecorded", ["state": props?.stateID ?? "", "note": "announce held until the pause is stored"])
             return nil
         } catch {
-            Log.error("store.failed", ["action": "enqueue", "error": "\(error)"])
+            storeFailed(["action": "enqueue", "error": "\(error)"])
             return nil
         }
     }
@@ -125,6 +126,7 @@ extension Coordinator {
         guard !settling.isEmpty else { return }
         do {
             try store.settle(settling)
+            storeWrote()
             for (id, verdict) in settling {
                 sending.remove(id)
                 // Only now is the row rescheduled in the store, so only now may the drain count on it.
@@ -132,7 +134,7 @@ extension Coordinator {
             }
             settling.removeAll(keepingCapacity: true)
         } catch {
-            Log.error("store.failed", ["action": "settle", "pushes": String(settling.count), "error": "\(error)"])
+            storeFailed(["action": "settle", "pushes": String(settling.count), "error": "\(error)"])
         }
     }
 
@@ -150,7 +152,7 @@ extension Coordinator {
             // limit; so the next look is at the soonest later row, not at once on every tick of a fan-out.
             nextDueMs = due.count == room + sending.count ? now : try store.nextDueMs(afterMs: now)
         } catch {
-            Log.error("store.failed", ["action": "drain", "error": "\(error)"])
+            storeFailed(["action": "drain", "error": "\(error)"])
             return
         }
         // Empty: only pushes already under way are due; their answers reschedule what needs it.
@@ -167,7 +169,7 @@ extension Coordinator {
             let expired = try store.pruneOutbox(now: Int64(now()))
             if expired > 0 { Log.warn("outbox.expired", ["pushes": String(expired)]) }
         } catch {
-            Log.error("store.failed", ["action": "prune_outbox", "error": "\(error)"])
+            storeFailed(["action": "prune_outbox", "error": "\(error)"])
         }
         pruneStore()
     }

@@ -47,6 +47,7 @@ extension Coordinator {
             if subscribed || Log.isEnabled(.debug) {
                 Log.warn("events.closed", ["reason": reason, "retry_in_ms": String(Int(retryIn * 1000))])
             }
+            if subscribed { socketDownSince = SystemClock.monotonic() }
             subscribed = false
             recentEvents.stopFollowing()
             authRejected = SocketMessage.isAuthRejection(reason)
@@ -71,6 +72,7 @@ extension Coordinator {
         if time - lastListing >= interval { requestListing() }
         retryDueWork(now: time)
         flushSettled()
+        watchHealth()
         Log.writeSuppressedCounts()
         drainOutbox()
         if time - lastOutboxPrune >= 300 { pruneOutbox() }
@@ -148,8 +150,9 @@ extension Coordinator {
                 case .fetchRun(let runID):
                     fetchRun(runID)
                 }
+                if action.writesStore { storeWrote() }
             } catch {
-                Log.error("store.failed", ["action": "\(action)".prefix(60).description, "error": "\(error)"])
+                storeFailed(["action": "\(action)".prefix(60).description, "error": "\(error)"])
                 storeRefused(action, skipped: &skipped)
             }
         }
@@ -270,7 +273,17 @@ extension Coordinator {
         guard let learned else { return }
         Log.info("flow.habit", ["flow": learned.flowID, "sends_context": learned.habit == .sendsContext ? "yes" : "no"])
         do { try store.setFlowHabit(flowID: learned.flowID, learned.habit, at: Int64(now())) } catch {
-            Log.warn("store.failed", ["action": "flow_habit", "error": "\(error)"])
+            storeFailed(level: .warn, ["action": "flow_habit", "error": "\(error)"])
+        }
+    }
+}
+
+private extension Watcher.Action {
+    /// The actions `apply` writes to the store: one that commits shows the store works.
+    var writesStore: Bool {
+        switch self {
+        case .record, .setTimeout, .markEnded, .prune: return true
+        case .markReminded, .announce, .remind, .end, .fetchRun: return false
         }
     }
 }

@@ -9,10 +9,18 @@ actor Coordinator {
 
     let store: Store
     let prefect: PrefectClient
-    private let apnsConfigured: Bool
+    let apnsConfigured: Bool
     var subscribed = false
     /// The events socket's last attempt was refused for its credential (close 1008, upgrade 401/403).
     var authRejected = false
+    /// When the events socket last went down, or the relay started (monotonic seconds); read while not subscribed.
+    var socketDownSince = SystemClock.monotonic()
+    /// Store failures since the last write that worked (`Coordinator+Health.swift`).
+    var storeStreak = FailureStreak()
+    var lastStoreProbe = 0.0
+    /// The last verdict `watchHealth` logged; the relay starts healthy.
+    var wasHealthy = true
+    let healthBounds: HealthBounds
     var watcher: Watcher
     var lastListing = -Double.infinity
     var metrics = Metrics()
@@ -46,7 +54,7 @@ actor Coordinator {
     let schedule = OutboxSchedule()
     let now: @Sendable () -> Double
 
-    init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool,
+    init(store: consuming Store, prefect: PrefectClient, apnsConfigured: Bool, healthBounds: HealthBounds = HealthBounds(),
          now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
         watcher = Watcher(pauses: try store.allPauses())
         // Pauses whose announce never reached the outbox before the last stop, ended pauses whose Live Activities
@@ -74,34 +82,13 @@ actor Coordinator {
         self.store = store
         self.prefect = prefect
         self.apnsConfigured = apnsConfigured
+        self.healthBounds = healthBounds
         self.now = now
     }
 
     func attach(_ notifier: Notifier) { self.notifier = notifier }
 
     // MARK: - API
-
-    func health() -> JSONValue {
-        let devices = (try? store.deviceCount()) ?? 0
-        let waiting = watcher.waitingCount
-        return ["ok": true, "subscribed": .bool(subscribed), "apns": .bool(apnsConfigured),
-                "devices": .int(Int64(devices)), "waiting": .int(Int64(waiting)),
-                // true while Prefect refuses the socket's credential (the log's events.auth_rejected says why)
-                "auth_rejected": .bool(authRejected)]
-    }
-
-    func metricsText() -> String {
-        var metrics = self.metrics
-        metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
-        metrics.prefectConnectionsOpened = HTTPPool.connectionsOpenedTotal
-        metrics.prefectReadsStalled = HTTPPool.readsStalledTotal
-        metrics.prefectReadsAbandoned = HTTPPool.readsAbandonedTotal
-        metrics.prefectReadsInFlight = HTTPPool.readsInFlight
-        metrics.outboxPending = (try? store.outboxCount()) ?? 0
-        (metrics.buildVersion, metrics.buildCommit) = (BuildInfo.version, BuildInfo.commit)
-        return metrics.render(devices: (try? store.deviceCount()) ?? 0, waiting: watcher.waitingCount,
-                       residentBytes: ProcessStatus.residentBytes())
-    }
 
     func register(_ registration: DeviceRegistration, maxDevices: Int = .max) -> APIResponse {
         do {
@@ -111,6 +98,7 @@ actor Coordinator {
                                 + "unregister one, or raise MAX_DEVICES").response
             }
             let device = try store.upsertDevice(registration, now: Int64(now()))
+            storeWrote()
             Log.info("device.registered", ["device": registration.id, "token": Log.short(registration.token),
                                            "environment": registration.environment.rawValue,
                                            "start_token": registration.startToken == nil ? "no" : "yes"])
@@ -123,6 +111,7 @@ actor Coordinator {
     func unregister(id: String) -> APIResponse {
         do {
             guard try store.deleteDevice(id: id) else { return APIError.notFound("no device with id \(id)").response }
+            storeWrote()
             Log.info("device.unregistered", ["device": id])
             return .noContent
         } catch {
@@ -135,6 +124,7 @@ actor Coordinator {
             guard try store.setActivityToken(deviceID: deviceID, runID: runID, token: token) else {
                 return APIError.notFound("no device with id \(deviceID); register it first with POST /devices").response
             }
+            storeWrote()
             Log.info("activity.registered", ["device": deviceID, "run": runID, "token": Log.short(token)])
             return .noContent
         } catch {
@@ -157,7 +147,7 @@ actor Coordinator {
     }
 
     private func storageFailure(_ error: any Error) -> APIResponse {
-        Log.error("store.failed", ["error": "\(error)"])
+        storeFailed(["error": "\(error)"])
         if let sqlite = error as? SQLiteError, ["busy", "full"].contains(sqlite.kind) {
             // Passing: another process holds the lock, or the disk is full for now. Nothing was written.
             return APIError.unavailable("the registry is \(sqlite.kind == "busy" ? "locked by another process" : "on a full disk")"

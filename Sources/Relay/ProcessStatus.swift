@@ -1,4 +1,5 @@
 import Glibc
+import RelayCore
 
 /// Facts about this process read from /proc.
 enum ProcessStatus {
@@ -15,5 +16,45 @@ enum ProcessStatus {
             }
         }
         return nil
+    }
+}
+
+extension ProcessStatus {
+    /// The standard process metrics (`ProcessSample`), or nil if /proc can't be read.
+    static func sample() -> ProcessSample? {
+        guard let stat = readSmall("/proc/self/stat"), let procStat = readSmall("/proc/stat"),
+              let boot = ProcessSample.bootTime(procStat: procStat) else { return nil }
+        var limit = rlimit()
+        let maxFDs = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(clamping: limit.rlim_cur) : 0
+        return ProcessSample(stat: stat, clockTicks: Double(sysconf(Int32(_SC_CLK_TCK))),
+                             pageSize: Int(sysconf(Int32(_SC_PAGESIZE))), bootTime: boot, openFDs: openDescriptors(),
+                             maxFDs: maxFDs)
+    }
+
+    /// Entries of /proc/self/fd, less the one the listing itself holds open.
+    private static func openDescriptors() -> Int {
+        guard let dir = opendir("/proc/self/fd") else { return 0 }
+        defer { closedir(dir) }
+        var count = 0
+        while let entry = readdir(dir) {
+            let dot = withUnsafeBytes(of: entry.pointee.d_name) { $0.first == UInt8(ascii: ".") }
+            if !dot { count += 1 }
+        }
+        return max(0, count - 1)
+    }
+
+    /// A /proc file read whole (they are small; /proc/stat grows with the CPU count, 64 KiB is ample).
+    private static func readSmall(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65536 {
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            bytes += buffer[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

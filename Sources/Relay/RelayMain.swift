@@ -125,7 +125,12 @@ package enum RelayMain {
         do { prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy)) } catch { fail("\(error)") }
         let prefect = PrefectClient(config: config, http: prefectHTTP)
         let relay: Coordinator
-        do { relay = try Coordinator(store: store, prefect: prefect, apnsConfigured: apns != nil) } catch { fail("DB_PATH: \(error)") }
+        do {
+            relay = try Coordinator(store: store, prefect: prefect, apnsConfigured: apns != nil,
+                                    healthBounds: HealthBounds(grace: Double(config.healthGrace)))
+        } catch {
+            fail("DB_PATH: \(error)")
+        }
         let readAhead = RunReadAhead(prefect: prefect)
         await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead),
                                     apns: apns, uiRoot: config.prefectUI, topic: config.apnsTopic,
@@ -137,6 +142,7 @@ package enum RelayMain {
     private struct Running {
         let loop: WebSocketsLoop
         let apiLoop: WebSocketsLoop
+        let metricsLoop: WebSocketsLoop?
         let events: EventsSocket
         let socketSink: AsyncStream<SocketMessage>.Continuation
         let ticker: Task<Void, Never>
@@ -164,6 +170,7 @@ package enum RelayMain {
         // Two contexts, two threads: API clients can't starve the relay's own Prefect connections.
         let loop: WebSocketsLoop
         let apiLoop: WebSocketsLoop
+        let metricsLoop: WebSocketsLoop?
         do {
             loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
                                                       clientTLS: config.prefectAPI.tls,
@@ -173,6 +180,9 @@ package enum RelayMain {
             apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true,
                                                          maxConnections: budget.apiConnections, threadName: "pp-api"),
                                          handlers: [server])
+            metricsLoop = try config.metricsPort.map { port throws(StartupError) in
+                try MetricsListener.start(port: port, bind: config.metricsBind, relay: relay)
+            }
         } catch {
             fail("\(error)")
         }
@@ -185,7 +195,8 @@ package enum RelayMain {
                                    "prefect": config.prefectAPI.string, "apns": parts.apns == nil ? "off" : "on",
                                    "db": config.dbPath,
                                    "prefect_route": config.proxy.route(for: config.prefectAPI).description,
-                                   "apns_route": config.proxy.route(for: config.apnsProduction).description])
+                                   "apns_route": config.proxy.route(for: config.apnsProduction).description,
+                                   "metrics": metricsLoop?.listenPort.map { "\(config.metricsBind):\($0)" } ?? "off"])
         if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
         if config.prefectAuthorization == nil { warnIfOpen(prefect) }
         _ = Task(executorPreference: RelayExecutor.shared) {
@@ -198,7 +209,7 @@ package enum RelayMain {
             }
         }
         events.start()
-        return Running(loop: loop, apiLoop: apiLoop, events: events, socketSink: socketSink, ticker: ticker)
+        return Running(loop: loop, apiLoop: apiLoop, metricsLoop: metricsLoop, events: events, socketSink: socketSink, ticker: ticker)
     }
 
     /// Without a credential configured, asks Prefect once whether it answers without one, and warns if so (the API
@@ -228,6 +239,7 @@ package enum RelayMain {
         }
         parts.apns?.shutdown()
         running.apiLoop.stop()
+        running.metricsLoop?.stop()
         parts.prefectHTTP.close()
         running.loop.stop()
         running.socketSink.finish()

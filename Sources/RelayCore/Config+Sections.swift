@@ -106,6 +106,18 @@ extension Config {
         }
         return parsed
     }
+
+    /// `METRICS_PORT` and `METRICS_BIND`. The bind address is a dotted IPv4 address: the listener is IPv4 only, like
+    /// the API, and a host name would need a resolver at start-up.
+    static func metricsListener(_ read: EnvironmentReader) throws(ConfigError) -> (port: Int?, bind: String) {
+        let bind = read.value("METRICS_BIND") ?? "0.0.0.0"
+        let octets = bind.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4, octets.allSatisfy({ $0.count <= 3 && UInt8($0) != nil }) else {
+            throw ConfigError("METRICS_BIND", "must be an IPv4 address such as 0.0.0.0 or 127.0.0.1, got \"\(bind.prefix(40))\"")
+        }
+        guard read.value("METRICS_PORT") != nil else { return (nil, bind) }
+        return (try read.integer("METRICS_PORT", in: 0...65535, default: 0), bind)
+    }
 }
 
 /// The environment as `Config` reads it: values trimmed, empty ones absent.

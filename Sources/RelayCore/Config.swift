@@ -46,6 +46,13 @@ public struct Config: Sendable, Equatable {
     public var maxDevices: Int
     /// HTTPS_PROXY, HTTP_PROXY, NO_PROXY (either case): how each outbound connection goes out.
     public var proxy: ProxyRule
+    /// `METRICS_PORT`: a second listener serving only `GET /metrics`, without the Prefect credential; nil: none.
+    public var metricsPort: Int?
+    /// `METRICS_BIND`: the address that listener binds (an IPv4 address).
+    public var metricsBind: String
+    /// `HEALTH_GRACE_SECONDS`: how long the events socket may stay down, or APNs unreachable, before `/health`
+    /// answers 503 (`HealthBounds`).
+    public var healthGrace: Int
 
     public static let defaultMaxDevices = 10_000
 
@@ -80,6 +87,11 @@ public struct Config: Sendable, Equatable {
         ("HTTP_PROXY", "the same for a plain-http Prefect; http_proxy wins", "unset: direct"),
         ("NO_PROXY", "comma-separated hosts sent direct: *, name (and its subdomains), IP, each with an optional :port; "
             + "no_proxy wins", "unset"),
+        ("METRICS_PORT", "port of a separate listener serving only GET /metrics, without the Prefect credential "
+            + "(0 picks a free one)", "unset: no listener"),
+        ("METRICS_BIND", "IPv4 address the metrics listener binds", "0.0.0.0"),
+        ("HEALTH_GRACE_SECONDS", "how long the events socket may be down, or APNs unreachable, before /health answers 503",
+            "300"),
     ]
 
     public init(environment env: [String: String]) throws(ConfigError) {
@@ -100,6 +112,8 @@ public struct Config: Sendable, Equatable {
         logLevel = try Config.logLevel(read)
         logFormat = try Config.logFormat(environment: env)
         maxDevices = try read.integer("MAX_DEVICES", in: 1...10_000_000, default: Config.defaultMaxDevices)
+        (metricsPort, metricsBind) = try Config.metricsListener(read)
+        healthGrace = try read.integer("HEALTH_GRACE_SECONDS", in: 1...86_400, default: Int(HealthBounds.defaultGrace))
         proxy = try ProxyRule(environment: env)
     }
 

@@ -18,6 +18,17 @@ public struct Metrics: Sendable {
     public var pushRetries = 0
     /// Pushes stored in the outbox, not yet answered (a gauge the relay sets when rendering).
     public var outboxPending = 0
+    /// Seconds since the oldest push still in the outbox was stored; 0 when it is empty (set when rendering).
+    public var oldestPendingSeconds = 0.0
+    /// Store reads and writes that failed (every `store.failed` line).
+    public var storeErrors = 0
+    /// Gauges from the health verdict, set when rendering (`HealthVerdict`).
+    public var healthy = true
+    public var storeFailing = false
+    public var credentialRejected = false
+    public var apnsUnreachable = false
+    /// The standard process metrics, when /proc could be read.
+    public var process: ProcessSample?
     /// Pushes by kind ("alert", "liveactivity") and outcome ("200", "410 Unregistered", "failed timeout", …).
     public private(set) var pushes: [PushKey: Int] = [:]
     /// Seconds from the event's arrival to APNs' answer, per push.
@@ -52,6 +63,9 @@ public struct Metrics: Sendable {
         metric("prefect_push_pauses_reminded_total", "counter", "Reminders sent before a pause times out.",
                [("", String(reminded))])
         metric("prefect_push_pauses_ended_total", "counter", "Pauses whose run moved on.", [("", String(ended))])
+        // The delivered series exist from the start, so a rate over them (and the alerts on it) has data at once.
+        var pushes = self.pushes
+        for kind in ["alert", "liveactivity"] { pushes[PushKey(kind: kind, status: "200", reason: ""), default: 0] += 0 }
         let pushSamples = pushes.sorted { ($0.key.kind, $0.key.status, $0.key.reason) < ($1.key.kind, $1.key.status, $1.key.reason) }
             .map { ("{kind=\"\(escape($0.key.kind))\",status=\"\(escape($0.key.status))\",reason=\"\(escape($0.key.reason))\"}",
                     String($0.value)) }
@@ -79,6 +93,19 @@ public struct Metrics: Sendable {
                [("", subscribed ? "1" : "0")])
         metric("prefect_push_devices", "gauge", "Registered devices.", [("", String(devices))])
         metric("prefect_push_waiting", "gauge", "Pauses still waiting on a person.", [("", String(waiting))])
+        metric("prefect_push_outbox_oldest_pending_seconds", "gauge",
+               "Seconds since the oldest push still in the outbox was stored; 0 when it is empty.",
+               [("", Metrics.number(oldestPendingSeconds))])
+        metric("prefect_push_store_errors_total", "counter", "Store reads and writes that failed.",
+               [("", String(storeErrors))])
+        metric("prefect_push_store_failing", "gauge", "1 while store writes have failed past the health bound, or the file is lost.",
+               [("", storeFailing ? "1" : "0")])
+        metric("prefect_push_credential_rejected", "gauge", "1 while Prefect refuses the relay's credential.",
+               [("", credentialRejected ? "1" : "0")])
+        metric("prefect_push_apns_unreachable", "gauge", "1 while an APNs host has been unreachable past the health bound.",
+               [("", apnsUnreachable ? "1" : "0")])
+        metric("prefect_push_healthy", "gauge", "1 when /health answers 200, 0 when it answers 503.",
+               [("", healthy ? "1" : "0")])
         if !buildVersion.isEmpty {
             metric("prefect_push_build_info", "gauge", "The running build: its version and commit (always 1).",
                    [("{version=\"\(escape(buildVersion))\",commit=\"\(escape(buildCommit))\"}", "1")])
@@ -87,7 +114,13 @@ public struct Metrics: Sendable {
             metric("prefect_push_resident_memory_bytes", "gauge", "Resident set size of the relay.",
                    [("", String(residentBytes))])
         }
+        if let process { out += process.render() }
         return out
+    }
+
+    /// A sample value: integers without a fraction, others as Swift prints a Double (which Prometheus reads).
+    static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
 
     private func escape(_ s: String) -> String {

@@ -12,7 +12,9 @@ struct API: Sendable {
         let started = SystemClock.monotonic()
         let response = await answer(request)
         let ms = Int((SystemClock.monotonic() - started) * 1000)
-        let level: Config.LogLevel = response.status >= 500 ? .warn : (response.status >= 400 ? .info : .debug)
+        var level: Config.LogLevel = response.status >= 500 ? .warn : (response.status >= 400 ? .info : .debug)
+        // A probe's 503 repeats every few seconds; `health.failing` says it once.
+        if request.route == .health || request.route == .live { level = min(level, .info) }
         Log.emit(level, "api.request", ["route": request.route.name, "method": request.method,
                                         "status": String(response.status), "ms": String(ms)])
         return response
@@ -39,7 +41,9 @@ struct API: Sendable {
         }
         switch request.route {
         case .health:
-            return APIResponse(status: 200, json: await relay.health())
+            return await relay.health()
+        case .live:
+            return await relay.live()
         case .metrics:
             return APIResponse(status: 200, text: await relay.metricsText(), contentType: "text/plain; version=0.0.4")
         case .registerDevice:

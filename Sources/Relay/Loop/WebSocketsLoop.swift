@@ -37,6 +37,10 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// tunnel), as `ProxyRule` decided for the one host it connects to; nil: direct. lws's own reading of
         /// `http_proxy` is switched off at start-up (`RelayMain.launch`), so nil means direct.
         var clientProxy: ProxyEndpoint? = nil
+        /// The address the listener binds (an IPv4 address); nil: every interface.
+        var bindAddress: String? = nil
+        /// The variable a failed listen is blamed on.
+        var portVariable = "PORT"
         /// The service thread's name (`nameThisThread`).
         var threadName = "pp-lws"
     }
@@ -46,6 +50,8 @@ final class WebSocketsLoop: @unchecked Sendable {
     private let protocolCount: Int
     /// lws keeps this pointer in the vhost and reads it at each accept: owned here, freed after the context.
     private let acceptRole: UnsafeMutablePointer<CChar> = strdup("raw-skt")
+    /// lws keeps the bind address's pointer in the vhost too: owned here, freed after the context.
+    private let bindAddress: UnsafeMutablePointer<CChar>?
     private let handlers: [LWSHandler]
     private let commands = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
@@ -61,6 +67,7 @@ final class WebSocketsLoop: @unchecked Sendable {
     init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
         self.handlers = handlers
         threadName = settings.threadName
+        bindAddress = settings.bindAddress.map { strdup($0) }
         let usesClientTLS = settings.clientTLS || settings.clientCAFile != nil
         if usesClientTLS, case .hashedDirectory(let directory) = SystemRoots.forProcess {
             clientRootsDirectory = directory
@@ -88,6 +95,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         WebSocketsLoop.routeLibraryLogs()
         var info = lws_context_creation_info()
         info.port = Int32(settings.port)
+        if let bindAddress { info.iface = UnsafePointer(bindAddress) }
         info.protocols = UnsafePointer(protocols)
         info.options = UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
         if usesClientTLS { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
@@ -133,7 +141,7 @@ final class WebSocketsLoop: @unchecked Sendable {
             // freeing them here too would be a double free.
             let what = settings.port >= 0 ? "could not listen on port \(settings.port) (in use, or not allowed)"
                                           : "could not create the libwebsockets context"
-            throw StartupError("PORT", what + "; pick another PORT")
+            throw StartupError(settings.portVariable, what + "; pick another \(settings.portVariable)")
         }
         context = created
         if settings.port >= 0, let vhost = lws_get_vhost_by_name(created, "default") {
@@ -146,6 +154,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         if let context { lws_context_destroy(context) }
         WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
         free(acceptRole)
+        free(bindAddress)
     }
 
     /// Starts the service thread.

@@ -5,12 +5,13 @@ import RelayCore
 extension Store {
     /// Writes every batch (one message row, one row per recipient) and runs `alongside` in the same transaction, so
     /// a fan-out and what it depends on (the pause's props, forgetting activity tokens) commit together or not at
-    /// all. Returns the stored items, in batch order, ready to send; `dueMs` is when a drain may pick them up.
+    /// all. Returns the stored items, in batch order, ready to send; `dueMs` is when a drain may pick them up, and
+    /// is kept as when the bodies were stored (`oldestPendingMs`).
     func enqueue(_ batches: [OutboxBatch], dueMs: Int64, alongside: () throws -> Void = {}) throws -> [OutboxItem] {
         let insertMessage = try statement("""
             INSERT INTO outbox_messages (state_id, run_id, purpose, push_type, topic, priority, collapse_id, expires_at,
-                                         payload)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                                         payload, created_ms)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
             """)
         // One row per token and message: a token registered under two device ids is sent the message once.
         let insertRow = try statement("""
@@ -25,6 +26,7 @@ extension Store {
                 try insertMessage.execute([
                     .text(m.stateID), .text(m.runID), .text(m.purpose.rawValue), .text(m.kind.rawValue), .text(m.topic),
                     .integer(Int64(m.priority)), .text(m.collapseID), .integer(m.expiresAt), .text(m.payload),
+                    .integer(dueMs),
                 ])
                 let messageID = database.lastInsertedRowID
                 for (device, token) in batch.recipients {
@@ -68,6 +70,13 @@ extension Store {
     }
 
     func outboxCount() throws -> Int { try count("SELECT count(*) FROM outbox") }
+
+    /// When the oldest push still in the outbox was stored (unix ms), or nil when it is empty.
+    func oldestPendingMs() throws -> Int64? {
+        try read("SELECT min(m.created_ms) FROM outbox o JOIN outbox_messages m ON m.id = o.message_id", []) {
+            $0.optionalInt64(0)
+        }.first ?? nil
+    }
 
     /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled, and a
     /// message whose last row went goes with it (its body is only read to send its rows).

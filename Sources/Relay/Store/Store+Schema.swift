@@ -111,5 +111,11 @@ extension Store {
         ALTER TABLE outbox_messages_v6 RENAME TO outbox_messages;
         CREATE INDEX outbox_messages_by_state ON outbox_messages (state_id);
         """,
+        // v7: when each push body was stored, for the oldest pending push's age (`/metrics`). Bodies already stored
+        // count from the migration.
+        """
+        ALTER TABLE outbox_messages ADD COLUMN created_ms INTEGER NOT NULL DEFAULT 0;
+        UPDATE outbox_messages SET created_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
+        """,
     ]
 }

@@ -1,6 +1,8 @@
 /// The HTTP API's routes (README "API"), matched from a method and a raw path under `BASE_PATH`.
 public enum Route: Sendable, Equatable {
     case health
+    /// Liveness: the process serves and its actor answers; says nothing about Prefect, APNs or the store.
+    case live
     case metrics
     case registerDevice
     case unregisterDevice(id: String)
@@ -15,12 +17,13 @@ public enum Route: Sendable, Equatable {
         }
     }
 
-    public var needsCredential: Bool { self != .health }
+    public var needsCredential: Bool { self != .health && self != .live }
 
     /// A short, bounded name for logs and metrics.
     public var name: String {
         switch self {
         case .health: return "health"
+        case .live: return "live"
         case .metrics: return "metrics"
         case .registerDevice: return "register"
         case .unregisterDevice: return "unregister"
@@ -68,6 +71,7 @@ public struct Router: Sendable {
 
         switch segments.count {
         case 1 where segments[0] == "health": return only("GET", .health)
+        case 2 where segments[0] == "health" && segments[1] == "live": return only("GET", .live)
         case 1 where segments[0] == "metrics": return only("GET", .metrics)
         case 1 where segments[0] == "devices": return only("POST", .registerDevice)
         case 2 where segments[0] == "devices":

@@ -8,6 +8,8 @@ import Testing
         ("GET", "/push/health", Route.health),
         ("HEAD", "/push/health", Route.health),
         ("GET", "/push/health?x=1", Route.health),
+        ("GET", "/push/health/live", Route.live),
+        ("HEAD", "/push/health/live", Route.live),
         ("GET", "/push/metrics", Route.metrics),
         ("POST", "/push/devices", Route.registerDevice),
         ("DELETE", "/push/devices/phone-1", Route.unregisterDevice(id: "phone-1")),
@@ -29,6 +31,7 @@ import Testing
         ("GET", "/push/devices/a/b", 404), ("POST", "/push/health", 405), ("GET", "/push/devices", 405),
         ("PATCH", "/push/devices/x", 405), ("GET", "/push/devices/p/activities/r", 405), ("GET", "/push/devices/p/test", 405),
         ("DELETE", "/push/devices/%zz", 400), ("DELETE", "/push/devices/%01", 400),
+        ("POST", "/push/health/live", 405), ("GET", "/push/health/ready", 404), ("GET", "/push/live", 404),
     ])
     func refuses(_ method: String, _ path: String, _ status: Int) {
         guard case .failure(let error) = router.route(method: method, rawPath: path) else {
@@ -73,6 +76,12 @@ import Testing
             return
         }
         #expect(error.status == 400)
+    }
+
+    /// Only the two health routes are open without a credential.
+    @Test func credentialRule() {
+        #expect(!Route.health.needsCredential && !Route.live.needsCredential)
+        #expect(Route.metrics.needsCredential && Route.registerDevice.needsCredential)
     }
 
     @Test func emptyBasePath() throws {

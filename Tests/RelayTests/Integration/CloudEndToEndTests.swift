@@ -86,7 +86,7 @@ extension SharedPrefect {
             }
         }
 
-        /// A bad key: the relay keeps running, logs one clear `events.auth_rejected` line, says so in /health, and
+        /// A bad key: the relay keeps running, logs one clear `events.auth_rejected` line, says so in /health (503), and
         /// neither reconnects nor lists at the fast pace (the next try is a backoff maximum away).
         @Test func wrongKeyIsClearInTheLogAndHealthWithoutHammering() async throws {
             let e2e = try await EndToEnd()
@@ -97,9 +97,12 @@ extension SharedPrefect {
             try waitUntil("/health says so", timeout: 5) {
                 (try? relay.http.request("GET", "/health").json?["auth_rejected"]) == .bool(true)
             }
-            let health = try relay.http.request("GET", "/health").json
-            #expect(health?["ok"] == true)
+            let reply = try relay.http.request("GET", "/health")
+            let health = reply.json
+            #expect(reply.status == 503)  // the relay can't do its job until the key is fixed
+            #expect(health?["ok"] == false)
             #expect(health?["subscribed"] == false)
+            #expect(health?["problems"]?.array?.first?.string?.hasPrefix("credential: ") == true, "\(reply.body)")
             sleepSeconds(7)  // a fast retry (1 s backoff, a 3 s listing) would show by now
             #expect(relay.process.waitForExit(timeout: 0) == nil)  // still running
             let log = relay.process.log

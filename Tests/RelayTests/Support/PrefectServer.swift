@@ -102,7 +102,7 @@ final class RelayProcess: @unchecked Sendable {
         return parts.joined(separator: "/") + "/prefect-push"
     }
 
-    /// Starts the relay with `environment` (PORT and DB_PATH filled in when absent) and waits for /health.
+    /// Starts the relay with `environment` (PORT and DB_PATH filled in when absent) and waits for /health/live.
     /// A free port picked here can be taken by another process before the relay binds it: then it tries another.
     init(environment: [String: String], directory: String? = nil, waitForHealth: Bool = true) throws {
         self.directory = directory ?? TestFiles.temporaryDirectory()
@@ -137,7 +137,8 @@ final class RelayProcess: @unchecked Sendable {
     private static func waitForHealth(_ process: ChildProcess, port: Int, base: String) -> Health {
         let deadline = SystemClock.monotonic() + 20
         while SystemClock.monotonic() < deadline {
-            if let reply = try? TestHTTP(port: port).request("GET", base + "/health", timeout: 2), reply.status == 200 {
+            // Liveness, not the verdict: a relay started against a refused credential answers /health with 503.
+            if let reply = try? TestHTTP(port: port).request("GET", base + "/health/live", timeout: 2), reply.status == 200 {
                 return .up
             }
             if process.waitForExit(timeout: 0) != nil {

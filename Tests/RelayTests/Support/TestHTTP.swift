@@ -53,7 +53,23 @@ struct TestHTTP {
         if let length = headers["content-length"].flatMap(Int.init), body.utf8.count > length {
             body = String(decoding: Array(body.utf8).prefix(length), as: UTF8.self)
         }
+        if headers["transfer-encoding"]?.lowercased() == "chunked" { body = try dechunk(Array(body.utf8)) }
         return Reply(status: status, headers: headers, body: body)
+    }
+
+    /// A chunked body (other servers than the relay, e.g. Prometheus, send large answers so), joined.
+    static func dechunk(_ bytes: [UInt8]) throws -> String {
+        var out: [UInt8] = []
+        var at = 0
+        while true {
+            guard let end = (at..<max(at, bytes.count - 1)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }),
+                  let size = Int(String(String(decoding: bytes[at..<end], as: UTF8.self).prefix { $0 != ";" })
+                    .trimmingWhitespace(), radix: 16),
+                  end + 2 + size <= bytes.count else { throw TestFailure("bad chunked body") }
+            if size == 0 { return String(decoding: out, as: UTF8.self) }
+            out += bytes[(end + 2)..<(end + 2 + size)]
+            at = end + 2 + size + 2
+        }
     }
 }
 

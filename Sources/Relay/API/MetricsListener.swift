@@ -1,0 +1,32 @@
+import RelayCore
+
+/// The optional scrape port (`METRICS_PORT`, `METRICS_BIND`): `GET /metrics` without the Prefect credential, as
+/// exporters serve it, so Prometheus holds no Prefect password or Cloud key. It answers nothing else, and runs on its
+/// own lws context and thread: a scraper never shares a connection cap or a loop with the app's API.
+enum MetricsListener {
+    /// At most this many scrape connections at once (Prometheus uses one per target).
+    static let maxConnections = 16
+
+    static func start(port: Int, bind: String, relay: Coordinator) throws(StartupError) -> WebSocketsLoop {
+        var limits = HTTPServer.Limits()
+        limits.maxConnections = maxConnections
+        limits.maxPerAddress = maxConnections
+        let server = HTTPServer(router: Router(basePath: ""), limits: limits) { request, reply in
+            Task(executorPreference: RelayExecutor.shared) { reply(await answer(request, relay: relay)) }
+        }
+        let loop = try WebSocketsLoop(settings: .init(port: port, clientTLS: false, rawListener: true,
+                                                      maxConnections: maxConnections, bindAddress: bind,
+                                                      portVariable: "METRICS_PORT"),
+                                      handlers: [server])
+        server.loop = loop
+        loop.start()
+        return loop
+    }
+
+    static func answer(_ request: APIRequest, relay: Coordinator) async -> APIResponse {
+        guard request.route == .metrics else {
+            return APIError.notFound("this port serves only GET /metrics").response
+        }
+        return APIResponse(status: 200, text: await relay.metricsText(), contentType: "text/plain; version=0.0.4")
+    }
+}
