@@ -411,11 +411,13 @@ status:
 	$(KUBECTL) get deployment,pod,service,pvc -l app.kubernetes.io/name=prefect-push -o wide
 	$(MAKE) --no-print-directory health
 
-# GET /push/health through a short-lived port-forward to the Service.
+# GET /push/health through a short-lived port-forward to the Service; fails when it says "ok":false (503).
 health:
 	@$(KUBECTL) port-forward service/prefect-push $(HEALTH_PORT):80 >/dev/null & pf=$$!; \
 	trap "kill $$pf 2>/dev/null" EXIT; \
-	for i in $$(seq 1 50); do curl -fsS http://127.0.0.1:$(HEALTH_PORT)$(BASE_PATH_K8S)/health 2>/dev/null && echo && exit 0; sleep 0.2; done; \
+	for i in $$(seq 1 50); do \
+	  body=$$(curl -sS http://127.0.0.1:$(HEALTH_PORT)$(BASE_PATH_K8S)/health 2>/dev/null) && \
+	    { echo "$$body"; echo "$$body" | grep -q '"ok":true'; exit $$?; }; sleep 0.2; done; \
 	echo "no answer from $(BASE_PATH_K8S)/health"; exit 1
 
 # The relay's log (logfmt, or JSON with LOG_FORMAT=json, on stderr). make logs ARGS=-f follows it.

@@ -22,14 +22,17 @@ enum ProcessStatus {
 extension ProcessStatus {
     /// The standard process metrics (`ProcessSample`), or nil if /proc can't be read.
     static func sample() -> ProcessSample? {
-        guard let stat = readSmall("/proc/self/stat"), let procStat = readSmall("/proc/stat"),
-              let boot = ProcessSample.bootTime(procStat: procStat) else { return nil }
+        guard let stat = readSmall("/proc/self/stat", limit: 4096), let boot = bootTime else { return nil }
         var limit = rlimit()
         let maxFDs = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(clamping: limit.rlim_cur) : 0
         return ProcessSample(stat: stat, clockTicks: Double(sysconf(Int32(_SC_CLK_TCK))),
                              pageSize: Int(sysconf(Int32(_SC_PAGESIZE))), bootTime: boot, openFDs: openDescriptors(),
                              maxFDs: maxFDs)
     }
+
+    /// Read once: the boot time never changes, and /proc/stat's interrupt line can run to many kilobytes on a
+    /// large machine.
+    private static let bootTime: Double? = readSmall("/proc/stat", limit: 1 << 20).flatMap(ProcessSample.bootTime)
 
     /// Entries of /proc/self/fd, less the one the listing itself holds open.
     private static func openDescriptors() -> Int {
@@ -43,14 +46,14 @@ extension ProcessStatus {
         return max(0, count - 1)
     }
 
-    /// A /proc file read whole (they are small; /proc/stat grows with the CPU count, 64 KiB is ample).
-    private static func readSmall(_ path: String) -> String? {
+    /// A /proc file read whole, up to `limit` bytes.
+    private static func readSmall(_ path: String, limit: Int) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 65536 {
+        while bytes.count < limit {
             let n = read(fd, &buffer, buffer.count)
             if n <= 0 { break }
             bytes += buffer[0..<n]

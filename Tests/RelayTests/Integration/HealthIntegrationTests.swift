@@ -17,7 +17,7 @@ extension SharedPrefect {
         @Test func socketHeldDownPastTheGrace() throws {
             // Nothing listens on Prefect's port: the socket never comes up.
             let relay = try RelayProcess(environment: [
-                "PREFECT_API_URL": "http://127.0.0.1:\(TestSocket.freePort())/api", "HEALTH_GRACE_SECONDS": "2",
+                "PREFECT_API_URL": "http://127.0.0.1:\(TestSocket.freePort())/api", "HEALTH_GRACE_SECONDS": "3",
             ])
             let early = try relay.http.request("GET", "/health")
             #expect(early.status == 200 && early.json?["ok"] == true, "\(early.body)")
@@ -62,10 +62,12 @@ extension SharedPrefect {
             let reply = try relay.http.request("GET", "/health")
             #expect(problems(reply).count == 1 && problems(reply)[0].hasPrefix("store: store writes failing for "),
                     "\(reply.body)")
+            // The ticker logs the change within a second of it.
+            try waitUntil("health.failing is logged", timeout: 5) { relay.process.log.contains("warn health.failing checks=store") }
             try blocker.execute("COMMIT")
             try waitUntil("/health answers 200 again", timeout: 15) { try relay.http.request("GET", "/health").status == 200 }
             #expect(relay.process.log.contains("info store.recovered"))
-            #expect(relay.process.log.contains("info health.recovered"))
+            try waitUntil("health.recovered is logged", timeout: 5) { relay.process.log.contains("info health.recovered") }
         }
 
         /// The file deleted under the relay: every /health answer from then on is 503, and the relay exits 1 at its
