@@ -41,7 +41,7 @@ extension Coordinator {
                     throw NothingOwed()
                 }
             }
-            storeWrote()
+            if !items.isEmpty || props != nil || reminded != nil { storeWrote() }  // rows written, not an empty commit
             // Under way now; their answers reschedule what needs another try (`settled`).
             for item in items { sending.insert(item.id) }
             if let props {

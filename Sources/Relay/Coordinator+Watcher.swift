@@ -121,6 +121,7 @@ extension Coordinator {
         }
         var skipped: Set<String> = []
         for action in actions {
+            let skippedBefore = skipped.count
             do {
                 switch action {
                 case .record(let pause):
@@ -150,7 +151,8 @@ extension Coordinator {
                 case .fetchRun(let runID):
                     fetchRun(runID)
                 }
-                if action.writesStore { storeWrote() }
+                // Only a write that changed a row shows the store can write (a no-op needs no disk space).
+                if action.writesStore && skipped.count == skippedBefore { storeWrote() }
             } catch {
                 storeFailed(["action": "\(action)".prefix(60).description, "error": "\(error)"])
                 storeRefused(action, skipped: &skipped)

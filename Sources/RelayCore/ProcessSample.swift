@@ -35,7 +35,7 @@ public struct ProcessSample: Sendable, Equatable {
     /// `btime` from /proc/stat: the boot time in unix seconds.
     public static func bootTime(procStat: String) -> Double? {
         for line in procStat.split(separator: "\n") where line.hasPrefix("btime ") {
-            return Double(line.dropFirst(6).trimmingPrefix(" "))
+            return Double(line.dropFirst(6).drop { $0 == " " })
         }
         return nil
     }
