@@ -180,7 +180,7 @@ extension Coordinator {
             let pruned = try store.prunePauses(endedBefore: Int64(now() - watcher.rules.retention))
             if pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
         } catch {
-            Log.error("store.failed", ["action": "prune_pauses", "error": "\(error)"])
+            storeFailed(["action": "prune_pauses", "error": "\(error)"])
         }
     }
 }

@@ -284,7 +284,7 @@ private extension Watcher.Action {
     /// The actions `apply` writes to the store: one that commits shows the store works.
     var writesStore: Bool {
         switch self {
-        case .record, .setTimeout, .markEnded, .prune: return true
+        case .record, .setTimeout, .markEnded: return true
         case .markReminded, .announce, .remind, .end, .fetchRun: return false
         }
     }
