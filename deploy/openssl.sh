@@ -20,20 +20,29 @@ set -eu
 out=${1:?usage: openssl.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-if [ -f "$out/lib/libcrypto.a" ] && [ -f "$out/lib/libssl.a" ] && [ -f "$out/VERSION" ]; then
+# Exactly the installed libssl-dev's version (its headers are what the relay compiles against), built again when
+# Debian ships another (a security fix arrives with `apt-get upgrade`, and the next build picks it up).
+installed=$(dpkg-query -W -f='${Version}' libssl-dev 2>/dev/null) || { echo "openssl.sh: libssl-dev is not installed" >&2; exit 1; }
+if [ -f "$out/lib/libcrypto.a" ] && [ -f "$out/lib/libssl.a" ] && [ "$(cat "$out/INSTALLED" 2>/dev/null)" = "$installed" ]; then
     exit 0
 fi
+# OpenSSL's name for this machine's architecture.
+case $(uname -m) in
+    x86_64) target=linux-x86_64 ;;
+    aarch64 | arm64) target=linux-aarch64 ;;
+    *) echo "openssl.sh: no OpenSSL target for $(uname -m); add one here (./Configure LIST names them)" >&2; exit 1 ;;
+esac
 
 work="$out/src"
 rm -rf "$work"
-tarball=$(sh "$(dirname "$0")/debian-source.sh" openssl "$work")
+tarball=$(sh "$(dirname "$0")/debian-source.sh" openssl "$work" "$installed")
 version=$(cat "$work/VERSION")
 upstream=${version%%-*}
 case "$upstream" in 3.0.*) ;; *) echo "openssl.sh: expected OpenSSL 3.0.x from Debian 12, found '$version'" >&2; exit 1 ;; esac
 
 tar -xzf "$tarball" -C "$work"
 cd "$work/openssl-$upstream"
-./Configure linux-x86_64 --prefix="$out" --openssldir=/usr/lib/ssl --libdir=lib \
+./Configure "$target" --prefix="$out" --openssldir=/usr/lib/ssl --libdir=lib \
     no-shared no-module no-dso no-engine no-legacy no-autoload-config no-tests no-ui-console no-async no-comp \
     no-ssl3 no-tls1 no-tls1_1 no-dtls no-sctp no-srtp no-weak-ssl-ciphers no-psk no-srp no-ssl-trace \
     no-idea no-rc2 no-rc4 no-rc5 no-des no-bf no-cast no-camellia no-aria no-seed no-sm2 no-sm3 no-sm4 no-gost \
@@ -46,5 +55,6 @@ make -j"$(nproc)" build_libs >"$work/make.log" 2>&1 || { tail -30 "$work/make.lo
 mkdir -p "$out/lib"
 cp libcrypto.a libssl.a "$out/lib/"
 echo "$version" > "$out/VERSION"
+echo "$installed" > "$out/INSTALLED"  # the -dev package it was built for: another one builds it again
 cd "$out" && rm -rf "$work"
 echo "built OpenSSL $version (trimmed) in $out"

@@ -25,14 +25,16 @@ flags="-O2 -fPIC -ffunction-sections -fdata-sections -fno-asynchronous-unwind-ta
        -DSQLITE_OMIT_TCL_VARIABLE -DSQLITE_OMIT_UTF16
        -DUSE_PREAD=1 -DHAVE_USLEEP=1 -DHAVE_FDATASYNC=1 -DHAVE_LOCALTIME_R=1 -DHAVE_GMTIME_R=1 -DHAVE_STRCHRNUL=1
        -DHAVE_MALLOC_USABLE_SIZE=1 -DHAVE_POSIX_FALLOCATE=1 -DHAVE_ISNAN=1"
-# Built already with these flags: nothing to do (a change of flags builds it again).
-if [ -f "$out/lib/libsqlite3.a" ] && [ -f "$out/VERSION" ] && [ "$(cat "$out/FLAGS" 2>/dev/null)" = "$flags" ]; then
+# Exactly the installed libsqlite3-dev's version; built again when Debian ships another or the flags change.
+installed=$(dpkg-query -W -f='${Version}' libsqlite3-dev 2>/dev/null) || { echo "sqlite.sh: libsqlite3-dev is not installed" >&2; exit 1; }
+if [ -f "$out/lib/libsqlite3.a" ] && [ "$(cat "$out/INSTALLED" 2>/dev/null)" = "$installed" ] \
+   && [ "$(cat "$out/FLAGS" 2>/dev/null)" = "$flags" ]; then
     exit 0
 fi
 
 work="$out/src"
 rm -rf "$work"
-tarball=$(sh "$(dirname "$0")/debian-source.sh" sqlite3 "$work")
+tarball=$(sh "$(dirname "$0")/debian-source.sh" sqlite3 "$work" "$installed")
 version=$(cat "$work/VERSION")
 tar -xJf "$tarball" -C "$work"
 source=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'sqlite3-*' | head -1)
@@ -46,6 +48,7 @@ mkdir -p "$out/lib"
 rm -f "$out/lib/libsqlite3.a"
 ar rcs "$out/lib/libsqlite3.a" sqlite3.o
 echo "$version" > "$out/VERSION"
+echo "$installed" > "$out/INSTALLED"  # the -dev package it was built for: another one builds it again
 printf '%s' "$flags" > "$out/FLAGS"
 cd "$out" && rm -rf "$work"
 echo "built SQLite $version (trimmed) in $out"

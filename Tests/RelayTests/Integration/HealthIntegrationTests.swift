@@ -29,7 +29,7 @@ extension SharedPrefect {
             // The seed's fields are all still there.
             for field in ["subscribed", "apns", "devices", "waiting", "auth_rejected"] { #expect(reply.json?[field] != nil) }
             #expect(try relay.http.request("GET", "/health/live").status == 200)
-            try waitUntil("health.failing is logged", timeout: 5) { relay.process.log.contains("warn health.failing checks=events") }
+            try waitUntil("health.failing is logged", timeout: 5) { relay.process.log.contains("level=warn event=health.failing checks=events") }
             #expect(relay.process.log.components(separatedBy: "health.failing").count == 2)  // once, not per probe
         }
 
@@ -63,11 +63,11 @@ extension SharedPrefect {
             #expect(problems(reply).count == 1 && problems(reply)[0].hasPrefix("store: store writes failing for "),
                     "\(reply.body)")
             // The ticker logs the change within a second of it.
-            try waitUntil("health.failing is logged", timeout: 5) { relay.process.log.contains("warn health.failing checks=store") }
+            try waitUntil("health.failing is logged", timeout: 5) { relay.process.log.contains("level=warn event=health.failing checks=store") }
             try blocker.execute("COMMIT")
             try waitUntil("/health answers 200 again", timeout: 15) { try relay.http.request("GET", "/health").status == 200 }
-            #expect(relay.process.log.contains("info store.recovered"))
-            try waitUntil("health.recovered is logged", timeout: 5) { relay.process.log.contains("info health.recovered") }
+            #expect(relay.process.log.contains("level=info event=store.recovered"))
+            try waitUntil("health.recovered is logged", timeout: 5) { relay.process.log.contains("level=info event=health.recovered") }
         }
 
         /// The file deleted under the relay: every /health answer from then on is 503, and the relay exits 1 at its
