@@ -403,8 +403,10 @@ apns-key:
 	$(KUBECTL) create secret generic prefect-push-apns --dry-run=client -o yaml \
 	  --from-file=APNS_KEY=$(KEY) --from-literal=APNS_KEY_ID=$(KEY_ID) --from-literal=APNS_TEAM_ID=$(TEAM_ID) \
 	  | $(KUBECTL) apply -f -
-	$(KUBECTL) rollout restart deployment/prefect-push
-	$(KUBECTL) rollout status deployment/prefect-push --timeout=120s
+	@# Before the first deploy there is no relay to restart yet: the Secret is what its pod will need to start.
+	@if $(KUBECTL) get deployment/prefect-push >/dev/null 2>&1; then \
+	  $(KUBECTL) rollout restart deployment/prefect-push && \
+	  $(KUBECTL) rollout status deployment/prefect-push --timeout=120s; fi
 
 # The Deployment, its pod, volume claim and /push/health.
 status:
