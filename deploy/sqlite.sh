@@ -10,7 +10,8 @@
 # LIKE not matching blobs, 250,000 variables, and usleep(3) for the busy handler (the store's 200 ms busy_timeout
 # needs a sleep finer than a second). Added: pread/pwrite (USE_PREAD) instead of a seek before each page read and
 # write: a 1,000-device announce's outbox transaction took 2.9-3.0 ms p50 with seeks, 2.0-2.1 with pwrite. Left out: the extensions, JSON, load_extension, UTF-16, shared cache,
-# deprecated and progress-callback APIs. A function the relay needs from a part left out fails the link.
+# deprecated APIs (the progress callback stays: `check` bounds its integrity check with it). A function the relay
+# needs from a part left out fails the link.
 # -O2 (not -Os: a 1,000-device fan-out's outbox write is on the push path, and -Os made it ~15% slower), a
 # section per function and no unwind tables; about 30 s. The source: deploy/debian-source.sh.
 set -eu
@@ -21,7 +22,7 @@ flags="-O2 -fPIC -ffunction-sections -fdata-sections -fno-asynchronous-unwind-ta
        -DSQLITE_THREADSAFE=1 -DSQLITE_TEMP_STORE=1 -DSQLITE_USE_URI=1 -DSQLITE_SECURE_DELETE -DSQLITE_OMIT_LOOKASIDE
        -DSQLITE_DEFAULT_RECURSIVE_TRIGGERS -DSQLITE_LIKE_DOESNT_MATCH_BLOBS -DSQLITE_MAX_VARIABLE_NUMBER=250000
        -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_DEPRECATED -DSQLITE_OMIT_JSON -DSQLITE_OMIT_SHARED_CACHE
-       -DSQLITE_OMIT_PROGRESS_CALLBACK -DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_OMIT_COMPLETE -DSQLITE_OMIT_GET_TABLE
+       -DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_OMIT_COMPLETE -DSQLITE_OMIT_GET_TABLE
        -DSQLITE_OMIT_TCL_VARIABLE -DSQLITE_OMIT_UTF16
        -DUSE_PREAD=1 -DHAVE_USLEEP=1 -DHAVE_FDATASYNC=1 -DHAVE_LOCALTIME_R=1 -DHAVE_GMTIME_R=1 -DHAVE_STRCHRNUL=1
        -DHAVE_MALLOC_USABLE_SIZE=1 -DHAVE_POSIX_FALLOCATE=1 -DHAVE_ISNAN=1"
