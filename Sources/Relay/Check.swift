@@ -217,7 +217,7 @@ enum Check {
             return Line(.ok, name, "\(where_) accepted the auth message (auth_success)")
         case .disconnected(let reason, _)? where reason.hasPrefix("1008"):
             return Line(.failed, name, "\(where_) refused the auth message (close \(reason))", fix: credentialFix(config))
-        case .disconnected(let reason, _)? where reason.includes("403"):
+        case .disconnected(let reason, _)? where reason.hasPrefix("403 ") || reason.includes("HTTP/1.1 403"):
             return Line(.failed, name, "\(where_) refused the upgrade (\(reason))",
                         fix: "a proxy in front of Prefect must pass WebSocket upgrades and the Sec-WebSocket-Protocol header")
         case .disconnected(let reason, _)? where reason.hasPrefix("timeout"):

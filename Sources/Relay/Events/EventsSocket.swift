@@ -361,6 +361,8 @@ extension SocketMessage {
     /// upgrade answered 401 (lws: "ws upgrade unauthorized") or 403. It won't fix itself: no fast retries, and
     /// `/health` says so.
     static func isAuthRejection(_ reason: String) -> Bool {
-        reason.hasPrefix("1008") || reason.includes("upgrade unauthorized") || reason.includes("403")
+        // A 403 counts only as a status, never as digits anywhere: a reason naming port 40351 is no refusal.
+        reason.hasPrefix("1008") || reason.includes("upgrade unauthorized") || reason.hasPrefix("403 ")
+            || reason.includes("HTTP/1.1 403")
     }
 }
