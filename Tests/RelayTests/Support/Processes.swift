@@ -52,6 +52,14 @@ final class ChildProcess: @unchecked Sendable {
         return nil
     }
 
+    /// The exit code if the process has exited (reaped here), else nil at once.
+    func exitCode() -> Int32? {
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        ChildRegistry.shared.remove(pid)
+        return (status >> 8) & 0xff
+    }
+
     /// Waits for the process to exit by itself (bounded); returns the exit code.
     func waitForExit(timeout: Double) -> Int32? {
         let deadline = SystemClock.monotonic() + timeout
