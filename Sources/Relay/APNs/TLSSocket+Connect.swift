@@ -90,7 +90,8 @@ extension TLSSocket {
         throw TransportError(lastError)
     }
 
-    private static func waitFor(fd: Int32, events: Int16, deadline: Int64, what: String) throws(TransportError) {
+    /// Waits (bounded by `deadline`, monotonic ms) until `fd` is ready for `events`; shared with the proxy tunnel.
+    static func waitFor(fd: Int32, events: Int16, deadline: Int64, what: String) throws(TransportError) {
         while true {
             let remaining = deadline - monotonicMs()
             guard remaining > 0 else { throw TransportError("\(what) timed out") }

@@ -52,7 +52,7 @@ extension TLSSocket {
             guard n < 0, errno == EAGAIN || errno == EINTR else {
                 throw TransportError("\(what): send: " + String(cString: strerror(errno)))
             }
-            try waitReady(fd: fd, events: Int16(POLLOUT), deadline: deadline, what: what)
+            try waitFor(fd: fd, events: Int16(POLLOUT), deadline: deadline, what: what)
         }
     }
 
@@ -60,7 +60,7 @@ extension TLSSocket {
     private static func readProxyAnswer(fd: Int32, deadline: Int64, what: String) throws(TransportError) -> String {
         var buffer = [UInt8](repeating: 0, count: maxProxyAnswer)
         while true {
-            try waitReady(fd: fd, events: Int16(POLLIN), deadline: deadline, what: "\(what): the answer to CONNECT")
+            try waitFor(fd: fd, events: Int16(POLLIN), deadline: deadline, what: "\(what): the answer to CONNECT")
             let peeked = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
             if peeked == 0 { throw TransportError("\(what) closed the connection before answering CONNECT") }
             if peeked < 0 {
@@ -99,16 +99,5 @@ extension TLSSocket {
             usleep(2_000)
         }
         throw TransportError("\(what): the answer to CONNECT timed out")
-    }
-
-    private static func waitReady(fd: Int32, events: Int16, deadline: Int64, what: String) throws(TransportError) {
-        while true {
-            let remaining = deadline - monotonicMs()
-            guard remaining > 0 else { throw TransportError("\(what) timed out") }
-            var entry = pollfd(fd: fd, events: events, revents: 0)
-            let ready = poll(&entry, 1, Int32(remaining))
-            if ready > 0 { return }
-            if ready < 0 && errno != EINTR { throw TransportError("poll: " + String(cString: strerror(errno))) }
-        }
     }
 }
