@@ -17,8 +17,6 @@ final class Store {
     /// Copies the write-ahead log into the file off the relay's path; stopped by `stopCheckpointing()` or with the
     /// store.
     private let checkpointer: WALCheckpointer
-    /// The log's size, reported by this connection's commits to the checkpointer.
-    private let walProgress = WALProgress()
 
     /// Opens the file at `path` (creating it on first boot), sets the connection up and brings the schema to
     /// the latest version. Throws a `StoreError` naming the path, the problem and the fix; never traps on a
@@ -30,9 +28,10 @@ final class Store {
             try Store.migrate(db, path: path)
             try Store.enforceForeignKeys(db)
             try Store.verify(db)
-            walProgress.watch(db)
+            let checkpointer = try WALCheckpointer(path: path, policy: checkpoints)
+            checkpointer.progress.watch(db)
             self.database = db
-            self.checkpointer = try WALCheckpointer(path: path, progress: walProgress, policy: checkpoints)
+            self.checkpointer = checkpointer
         } catch let error as SQLiteError {
             throw StoreError.diagnosing(error, path: path)
         }
@@ -43,7 +42,7 @@ final class Store {
     /// Stops and joins the background checkpointer (the relay's stop, before its last checkpoint). Idempotent.
     func stopCheckpointing() { checkpointer.stop() }
 
-    deinit { walProgress.stopWatching(database) }
+    deinit { checkpointer.progress.stopWatching(database) }
 
     /// Whether `path` still names the file this store opened. False when it was deleted or replaced underneath.
     var fileIsStillOurs: Bool {

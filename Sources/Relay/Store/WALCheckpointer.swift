@@ -44,15 +44,16 @@ final class WALCheckpointer: Sendable {
 
     private let inbox = Locked(Inbox())
     private let wakeSignal: WakeSignal
+    /// The log's pages, as the relay's writing connection reports them; `Store` has it watch that connection.
+    let progress: WALProgress
 
     /// Opens the second connection and starts the thread that owns it now: a file it can't open, or a thread that
     /// can't start, fails the store's start rather than leaving a log that is never checkpointed.
-    /// `progress`: the log's pages as the relay's writing connection reports them after each commit.
-    init(path: String, progress: WALProgress, policy: Policy = Policy()) throws {
+    init(path: String, policy: Policy = Policy()) throws {
         wakeSignal = try WakeSignal()
+        progress = WALProgress(policy: policy, wake: wakeSignal)
         let connection = Connection(try Database(path: path))
-        let wake = wakeSignal
-        let inbox = self.inbox
+        let (wake, inbox, progress) = (wakeSignal, self.inbox, progress)
         guard let thread = LoopThread.start("store.checkpointer", name: "pp-checkpoint", {
             WALCheckpointer.run(connection.database, progress: progress, policy: policy, wake: wake, inbox: inbox)
         }) else {
@@ -77,13 +78,21 @@ final class WALCheckpointer: Sendable {
         while !inbox.withLock({ $0.closing }) {
             let frames = progress.frames.load(ordering: .relaxed)
             let now = SystemClock.monotonic()
+            var wait = intervalMs
             if policy.isDue(frames: frames, atLast: atLast, secondsSince: now - lastAt) {
+                let truncate = frames >= policy.runawayFrames
                 do {
-                    let mode = frames >= policy.runawayFrames ? "TRUNCATE" : "PASSIVE"
-                    try database.execute("PRAGMA wal_checkpoint(\(mode))")
+                    // The answer's first column is 1 when readers or a writer held the log past the busy timeout
+                    // (a TRUNCATE only: a PASSIVE one copies what it can and never waits).
+                    let blocked = try database.scalarInt("PRAGMA wal_checkpoint(\(truncate ? "TRUNCATE" : "PASSIVE"))") == 1
                     if failing { Log.info("store.checkpoint_recovered") }
                     failing = false
-                    (atLast, lastAt) = (frames, now)
+                    if blocked {
+                        // A runaway log grows ~16 MB a second under a flood of pauses: try again soon, not in a second.
+                        wait = runawayRetryMs
+                    } else {
+                        (atLast, lastAt) = (frames, now)
+                    }
                 } catch {
                     // The log just grows until a checkpoint succeeds again (or the relay's stop does one); said once.
                     if !failing { Log.warn("store.checkpoint_failed", ["error": "\(error)"]) }
@@ -91,9 +100,12 @@ final class WALCheckpointer: Sendable {
                 }
             }
             var ready = pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)
-            if poll(&ready, 1, intervalMs) > 0 { wake.drain() }
+            if poll(&ready, 1, wait) > 0 { wake.drain() }
         }
     }
+
+    /// How soon a TRUNCATE checkpoint that could not get the log is tried again.
+    static let runawayRetryMs: Int32 = 20
 
     /// Hands the connection to the thread that will own it. `@unchecked Sendable`: nothing else ever touches it.
     private final class Connection: @unchecked Sendable {
@@ -103,18 +115,34 @@ final class WALCheckpointer: Sendable {
 }
 
 /// How many pages the write-ahead log holds, as the writing connection last said (`sqlite3_wal_hook`, after each
-/// commit); read by the checkpointer's thread.
+/// commit); read by the checkpointer's thread, which the commit that takes the log past a threshold wakes: polled
+/// once a second, a log written at thousands of pauses a minute ran past 32 MB between two looks.
 final class WALProgress: Sendable {
     let frames = Atomic<Int>(0)
+    private let thresholds: (due: Int, runaway: Int)
+    private let wake: WakeSignal
+
+    fileprivate init(policy: WALCheckpointer.Policy, wake: WakeSignal) {
+        thresholds = (policy.frames, policy.runawayFrames)
+        self.wake = wake
+    }
 
     /// Reports the log's pages after each commit on `database` (the hook SQLite's automatic checkpoint would use;
     /// `Store` turned that off). `stopWatching` must run before this object goes.
     func watch(_ database: Database) {
         sqlite3_wal_hook(database.handle, { context, _, _, frames in
-            Unmanaged<WALProgress>.fromOpaque(context!).takeUnretainedValue().frames.store(Int(frames), ordering: .relaxed)
+            Unmanaged<WALProgress>.fromOpaque(context!).takeUnretainedValue().committed(frames: Int(frames))
             return SQLITE_OK
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     func stopWatching(_ database: Database) { sqlite3_wal_hook(database.handle, nil, nil) }
+
+    /// One eventfd write per threshold crossed, not one per commit.
+    private func committed(frames now: Int) {
+        let before = frames.exchange(now, ordering: .relaxed)
+        if (before < thresholds.due && now >= thresholds.due) || (before < thresholds.runaway && now >= thresholds.runaway) {
+            wake.wake()
+        }
+    }
 }
