@@ -77,7 +77,7 @@ package enum RelayMain {
         Log.setLevel(config.logLevel)
         let budget = Descriptors.prepare()
         await Descriptors.warmUpDispatch()
-        let parts = await build(config)
+        let parts = build(config)
         let running = start(parts, config: config, budget: budget)
         let stopSignal = await Signals.next()
         Log.info("relay.stopping", ["signal": stopSignal == SIGTERM ? "SIGTERM" : "SIGINT"])
@@ -107,35 +107,43 @@ package enum RelayMain {
         }
     }
 
-    /// The relay's parts, each owning its C handles; any failure here stops start-up with exit 2.
+    /// The relay's parts, each owning its C handles or its state.
     private struct Parts {
         let apns: APNsClient?
         let prefectHTTP: HTTPPool
+        /// The API's credential checks' own connections.
+        let credentialHTTP: HTTPPool
         let prefect: PrefectClient
         let readAhead: RunReadAhead
-        let relay: Coordinator
+        let owners: RelayOwners
     }
 
-    private static func build(_ config: Config) async -> Parts {
+    private static func build(_ config: Config) -> Parts {
         let store: Store
         do { store = try Store(path: config.dbPath) } catch { fail("DB_PATH: \(error)") }
         let apns: APNsClient?
         do { apns = try APNsClient.make(config: config) } catch { fail("\(error)") }
         let prefectHTTP: HTTPPool
-        do { prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy)) } catch { fail("\(error)") }
-        let prefect = PrefectClient(config: config, http: prefectHTTP)
-        let relay: Coordinator
+        let credentialHTTP: HTTPPool
         do {
-            relay = try Coordinator(store: store, prefect: prefect, apnsConfigured: apns != nil,
-                                    healthBounds: HealthBounds(grace: Double(config.healthGrace)))
+            prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy))
+            var checks = HTTPPool.Options(caFile: config.prefectCAFile, proxy: config.proxy)
+            (checks.maxConnectionsPerHost, checks.extraConnectionsPerHost) = (Authorizer.maxConcurrentChecks, 0)
+            checks.threadName = "pp-auth"
+            credentialHTTP = try HTTPPool(options: checks)
+        } catch {
+            fail("\(error)")
+        }
+        let prefect = PrefectClient(config: config, http: prefectHTTP)
+        let readAhead = RunReadAhead(prefect: prefect)
+        let owners: RelayOwners
+        do {
+            owners = try RelayOwners(store: store, prefect: prefect, readAhead: readAhead, apns: apns, uiRoot: config.prefectUI,
+                                     topic: config.apnsTopic, healthBounds: HealthBounds(grace: Double(config.healthGrace)))
         } catch {
             fail("DB_PATH: \(error)")
         }
-        let readAhead = RunReadAhead(prefect: prefect)
-        await relay.attach(Notifier(relay: relay, gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead),
-                                    apns: apns, uiRoot: config.prefectUI, topic: config.apnsTopic,
-                                    now: SystemClock.unixNow))
-        return Parts(apns: apns, prefectHTTP: prefectHTTP, prefect: prefect, readAhead: readAhead, relay: relay)
+        return Parts(apns: apns, prefectHTTP: prefectHTTP, credentialHTTP: credentialHTTP, prefect: prefect, readAhead: readAhead, owners: owners)
     }
 
     /// What runs until the stop signal: the two lws loops and what they drive, the socket's stream and the ticker.
@@ -149,14 +157,18 @@ package enum RelayMain {
     }
 
     private static func start(_ parts: Parts, config: Config, budget: DescriptorBudget) -> Running {
-        let (relay, prefect) = (parts.relay, parts.prefect)
-        let authorizer = Authorizer(check: { header in await prefect.checkCredential(header) })
-        let api = API(relay: relay, authorizer: authorizer, maxDevices: config.maxDevices)
+        let (owners, tracker, prefect) = (parts.owners, parts.owners.tracker, parts.prefect)
+        // Credential checks on connections of their own: up to `Authorizer.maxConcurrentChecks` may hang at Prefect
+        // without a pause's reads waiting behind them.
+        let checks = PrefectClient(config: config, http: parts.credentialHTTP)
+        let authorizer = Authorizer(check: { header in await checks.checkCredential(header) })
+        let api = API(ledger: owners.ledger, outbox: owners.outbox, notifier: owners.notifier, status: owners.status,
+                      authorizer: authorizer, maxDevices: config.maxDevices)
         var limits = HTTPServer.Limits()
         limits.maxConnections = budget.apiConnections
         limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
         let server = HTTPServer(router: Router(basePath: config.basePath), limits: limits) { request, reply in
-            Task(executorPreference: RelayExecutor.shared) { reply(await api.handle(request)) }
+            Task(executorPreference: RelayExecutor.api) { reply(await api.handle(request)) }
         }
         // Socket messages reach the relay one at a time, in order. Bounded: if the relay ever fell this far behind,
         // the oldest events go first; the paused listing (every 60 s and on each subscribe) recovers what they carried.
@@ -181,7 +193,7 @@ package enum RelayMain {
                                                          maxConnections: budget.apiConnections, threadName: "pp-api"),
                                          handlers: [server])
             metricsLoop = try config.metricsPort.map { port throws(StartupError) in
-                try MetricsListener.start(port: port, bind: config.metricsBind, relay: relay)
+                try MetricsListener.start(port: port, bind: config.metricsBind, status: owners.status)
             }
         } catch {
             fail("\(error)")
@@ -200,12 +212,16 @@ package enum RelayMain {
         if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
         if config.prefectAuthorization == nil { warnIfOpen(prefect) }
         _ = Task(executorPreference: RelayExecutor.shared) {
-            for await message in socketMessages { await relay.received(message) }
+            for await message in socketMessages { await tracker.received(message) }
         }
+        let (outbox, status) = (owners.outbox, owners.status)
         let ticker = Task(executorPreference: RelayExecutor.shared) {
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(Coordinator.tickInterval))
-                await relay.tick()
+                try? await Task.sleep(for: .seconds(PauseTracker.tickInterval))
+                await tracker.tick()
+                await outbox.tick()
+                await status.watch()
+                Log.writeSuppressedCounts()
             }
         }
         events.start()
@@ -234,16 +250,17 @@ package enum RelayMain {
         running.events.stop()
         running.ticker.cancel()
         let deadline = SystemClock.monotonic() + 5
-        while await parts.relay.backgroundWork > 0 && SystemClock.monotonic() < deadline {
+        while await parts.owners.tracker.backgroundWork + parts.owners.outbox.backgroundWork > 0 && SystemClock.monotonic() < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
         parts.apns?.shutdown()
         running.apiLoop.stop()
         running.metricsLoop?.stop()
         parts.prefectHTTP.close()
+        parts.credentialHTTP.close()
         running.loop.stop()
         running.socketSink.finish()
-        await parts.relay.flushSettled()
-        await parts.relay.checkpoint()
+        await parts.owners.outbox.flushSettled()
+        await parts.owners.ledger.checkpoint()
     }
 }

@@ -2,7 +2,7 @@ import Glibc
 import Testing
 @testable import Relay
 
-/// An actor on the relay's executor, as `Coordinator` and `Authorizer` are.
+/// An actor on the relay's executor, as the relay's owners (`PauseTracker`, `Ledger`, `OutboxSender`) are.
 private actor OnRelayThread {
     nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.shared.asUnownedSerialExecutor() }
     var order: [Int] = []

@@ -1,9 +1,14 @@
 import RelayCore
 
-/// The API's behaviour once a request is framed (README "API"): credential, body, then the relay.
-/// Runs on the relay's executor thread (`RelayExecutor`); the API's loop thread only frames and writes.
+/// The API's behaviour once a request is framed (README "API"): credential, body, then the registry.
+/// Runs on the API's own executor thread (`RelayExecutor.api`), with its credential checks on Prefect connections of
+/// their own (`Authorizer`): a flood of requests never queues in front of a pause. Its reads and writes go to the
+/// `Ledger` (a few hundred microseconds each on the relay's thread); the API's loop thread only frames and writes.
 struct API: Sendable {
-    let relay: Coordinator
+    let ledger: Ledger
+    let outbox: OutboxSender
+    let notifier: Notifier
+    let status: RelayStatus
     let authorizer: Authorizer
     /// `MAX_DEVICES`: registering a new device beyond it is a 409.
     var maxDevices: Int = Config.defaultMaxDevices
@@ -41,11 +46,11 @@ struct API: Sendable {
         }
         switch request.route {
         case .health:
-            return await relay.health()
+            return await status.health()
         case .live:
-            return await relay.live()
+            return await status.live()
         case .metrics:
-            return APIResponse(status: 200, text: await relay.metricsText(), contentType: "text/plain; version=0.0.4")
+            return APIResponse(status: 200, text: await status.metricsText(), contentType: "text/plain; version=0.0.4")
         case .registerDevice:
             let body: JSONValue
             switch parse(request.body) {
@@ -54,17 +59,17 @@ struct API: Sendable {
             }
             switch Validation.registration(body) {
             case .failure(let error): return error.response
-            case .success(let registration): return await relay.register(registration, maxDevices: maxDevices)
+            case .success(let registration): return await register(registration)
             }
         case .unregisterDevice(let id):
-            return await relay.unregister(id: id)
+            return await unregister(id: id)
         case .putActivity(let deviceID, let runID):
             switch parse(request.body).flatMap(Validation.activityToken) {
             case .failure(let error): return error.response
-            case .success(let token): return await relay.setActivity(deviceID: deviceID, runID: runID, token: token)
+            case .success(let token): return await setActivity(deviceID: deviceID, runID: runID, token: token)
             }
         case .testPush(let deviceID):
-            return await relay.testPush(deviceID: deviceID)
+            return await testPush(deviceID: deviceID)
         }
     }
 

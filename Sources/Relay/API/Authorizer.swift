@@ -3,7 +3,8 @@ import Glibc
 import RelayCore
 
 /// Decides whether a caller may use the API by asking Prefect: the caller's Authorization header
-/// is forwarded to `POST /flows/count`; 2xx admits, 401/403 refuses. Prefect unreachable (or answering oddly) is a
+/// is forwarded to `POST /flows/count`, on Prefect connections of the API's own (`RelayMain`: a pool the pause
+/// path's reads never wait behind); 2xx admits, 401/403 refuses. Prefect unreachable (or answering oddly) is a
 /// 503 and is never cached. Hardened against callers who aren't admitted (issue 11):
 ///
 /// - a malformed header (control or non-ASCII characters, over 4 KiB, no scheme) is a 400 without asking Prefect;
@@ -25,8 +26,8 @@ actor Authorizer {
     static let maxConcurrentChecks = 16
     static let refusalLifetime: Double = 60
 
-    /// On the relay's one executor thread (`RelayExecutor`).
-    nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.shared.asUnownedSerialExecutor() }
+    /// On the API's executor thread (`RelayExecutor.api`), never the pause path's.
+    nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.api.asUnownedSerialExecutor() }
 
     private var admittedCache = AuthCache(capacity: 1024)
     private var refusedCache = AuthCache(capacity: 4096, lifetime: Authorizer.refusalLifetime)
@@ -52,7 +53,7 @@ actor Authorizer {
         } else {
             guard inFlight.count < Authorizer.maxConcurrentChecks else { return .busy }
             let check = self.check
-            task = Task(executorPreference: RelayExecutor.shared) { await check(authorization) }
+            task = Task(executorPreference: RelayExecutor.api) { await check(authorization) }
             inFlight[key] = task
         }
         let result = await task.value
@@ -71,9 +72,6 @@ actor Authorizer {
             return .unavailable("the Prefect server answered \(status) to the credential check; check PREFECT_API_URL")
         }
     }
-
-    /// Checks under way (for tests).
-    var checksInFlight: Int { inFlight.count }
 
     /// Hex SHA-256, so the cache never holds a credential.
     static func hash(_ text: String) -> String {

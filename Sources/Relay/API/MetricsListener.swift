@@ -7,12 +7,12 @@ enum MetricsListener {
     /// At most this many scrape connections at once (Prometheus uses one per target).
     static let maxConnections = 16
 
-    static func start(port: Int, bind: String, relay: Coordinator) throws(StartupError) -> WebSocketsLoop {
+    static func start(port: Int, bind: String, status: RelayStatus) throws(StartupError) -> WebSocketsLoop {
         var limits = HTTPServer.Limits()
         limits.maxConnections = maxConnections
         limits.maxPerAddress = maxConnections
         let server = HTTPServer(router: Router(basePath: ""), limits: limits) { request, reply in
-            Task(executorPreference: RelayExecutor.shared) { reply(await answer(request, relay: relay)) }
+            Task(executorPreference: RelayExecutor.api) { reply(await answer(request, status: status)) }
         }
         let loop = try WebSocketsLoop(settings: .init(port: port, clientTLS: false, rawListener: true,
                                                       maxConnections: maxConnections, bindAddress: bind,
@@ -23,10 +23,10 @@ enum MetricsListener {
         return loop
     }
 
-    static func answer(_ request: APIRequest, relay: Coordinator) async -> APIResponse {
+    static func answer(_ request: APIRequest, status: RelayStatus) async -> APIResponse {
         guard request.route == .metrics else {
             return APIError.notFound("this port serves only GET /metrics").response
         }
-        return APIResponse(status: 200, text: await relay.metricsText(), contentType: "text/plain; version=0.0.4")
+        return APIResponse(status: 200, text: await status.metricsText(), contentType: "text/plain; version=0.0.4")
     }
 }

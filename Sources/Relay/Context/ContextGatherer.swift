@@ -25,7 +25,7 @@ struct ContextGatherer: Sendable {
     /// The input rows are read once the run has named them (its keyset): Prefect writes them after the Paused
     /// state, so a read beside the run's would find nothing on a real server and only cost it a request.
     /// `onRun` runs on the run as soon as it is read, before the input rows are waited for: work that needs the run
-    /// but not the rows (the announce's hop to the coordinator) overlaps the rows' read, which is already on its way
+    /// but not the rows (the announce's look at the pause tracker) overlaps the rows' read, which is already on its way
     /// when it was sent ahead (`RunReadAhead`).
     func gather<Result>(runID: String, stateID: String, pausedAt: Double, flowID: String?,
                         flowName knownFlowName: String? = nil, readHistory: Bool = true,

@@ -1,7 +1,7 @@
 import RelayCore
 
 /// A pause's first reads, begun on the events socket's thread the moment its Paused event is parsed: the run read
-/// is on its way to Prefect before the event has reached the coordinator and the announce job has started, and when
+/// is on its way to Prefect before the event has reached the pause tracker and the announce job has started, and when
 /// its answer shows the pause naming input rows, the pool's thread sends the rows' read at once, without waking the
 /// job in between. The announce's gather takes each answer as its own first attempt (`take`, `takeInput`), so
 /// Prefect sees the requests it would have seen anyway, only sooner.
@@ -65,7 +65,7 @@ final class RunReadAhead: Sendable {
     }
 
     /// The pause a socket message announces, if it is a live flow-run Paused/Suspended event: (run id, state id).
-    /// Reads only the few fields it needs, on the socket's thread; the coordinator parses the event in full.
+    /// Reads only the few fields it needs, on the socket's thread; the pause tracker parses the event in full.
     static func livePause(_ message: SocketMessage, now: Double) -> (runID: String, stateID: String)? {
         guard case .event(let event) = message, let resource = event["resource"],
               resource["prefect.state-type"]?.string == "PAUSED",

@@ -1,7 +1,8 @@
 import Glibc
 
-/// The one thread the relay's Swift concurrency work runs on: its actors (`Coordinator`, `Authorizer`) and every task
-/// it starts (`Task(executorPreference: RelayExecutor.shared)`), with what those await.
+/// The one thread the relay's Swift concurrency work runs on: its owners (`PauseTracker`, `Ledger`, `OutboxSender`)
+/// and every task they start (`Task(executorPreference: RelayExecutor.shared)`), with what those await. The API
+/// has a second one of its own (`api`).
 ///
 /// Why one thread: on the default pool an actor hop, a detached task or a continuation resumed from a loop thread
 /// woke another worker thread (about 12 wake-ups per pause, half of them between the pool's own two workers), and a
@@ -10,14 +11,17 @@ import Glibc
 /// handed over from another thread (a loop's answer, an API request) wakes it, and only when it sleeps.
 ///
 /// Nothing the relay runs on it blocks for long: SQLite waits at most its busy timeout (`Store.busyTimeoutMs`), and
-/// network I/O, TLS and HTTP/2 stay on the loop threads. The `Coordinator` and `Authorizer` actors share it, so
-/// calls between them and from the tasks need no hop at all; each still sees only its own state.
+/// network I/O, TLS and HTTP/2 stay on the loop threads. The owners share it, so a call
+/// between them runs at once on the same thread (no job is queued); each still sees only its own state.
 final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: `jobs` and `sleeping` are only touched with `mutex` held; `thread` is written once, in
     // `init`, before any other thread can see this object.
-    static let shared = RelayExecutor()
+    static let shared = RelayExecutor(name: "pp-executor")
+    /// The API's own: its handlers and credential checks (`API`, `Authorizer`), so a flood of requests never queues
+    /// in front of a pause's work. Started on first use.
+    static let api = RelayExecutor(name: "pp-api-work")
 
-    // Owned by the one instance, which lives as long as the process (`shared`; the initializer is private) and its
+    // Owned by the instance, which lives as long as the process (`shared`, `api`; the initializer is private) and its
     // thread never returns: the mutex and the condition are never destroyed, by design, so there is no deinit.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
@@ -26,7 +30,11 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     private var sleeping = false
     private var thread = pthread_t()
 
-    private init() {
+    /// The thread's name (`top -H`, gdb).
+    private let name: String
+
+    private init(name: String) {
+        self.name = name
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -36,8 +44,9 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         jobs.reserveCapacity(64)
         // The thread holds the executor for the life of the process (it is `shared`, never released).
         let started = pthread_create(&thread, nil, { argument in
-            nameThisThread("pp-executor")
-            Unmanaged<RelayExecutor>.fromOpaque(argument!).takeUnretainedValue().run()
+            let executor = Unmanaged<RelayExecutor>.fromOpaque(argument!).takeUnretainedValue()
+            nameThisThread(executor.name)
+            executor.run()
             return nil
         }, Unmanaged.passUnretained(self).toOpaque())
         precondition(started == 0, "could not start the relay's executor thread (pthread_create: \(started)); "

@@ -51,6 +51,8 @@ final class HTTPPool: @unchecked Sendable {
         var caFile: String?
         /// Which origins go through a proxy's CONNECT tunnel (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
         var proxy: ProxyRule
+        /// The loop thread's name (`top -H`, gdb).
+        var threadName = "pp-rest"
 
         init(caFile: String? = nil, proxy: ProxyRule = .none) {
             self.caFile = caFile
@@ -206,7 +208,7 @@ final class HTTPPool: @unchecked Sendable {
 
     private func startLoop() -> pthread_t? {
         // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
-        LoopThread.start("prefect.http_thread", name: "pp-rest") { self.run() }
+        LoopThread.start("prefect.http_thread", name: options.threadName) { self.run() }
     }
 }
 

@@ -2,7 +2,7 @@ import CSQLite
 
 /// Owns one SQLite connection (`sqlite3*`), closed in `deinit`.
 ///
-/// Not thread-safe and not Sendable: the relay's one `Store` owns it and is only touched from the `Coordinator`
+/// Not thread-safe and not Sendable: the relay's one `Store` owns it and is only touched from the `Ledger`
 /// actor, which serializes every call (the connection may move between threads, never be used by two at once).
 final class Database {
     /// The longest text or row SQLite will accept on this connection. Registry values are short (tokens are at

@@ -4,7 +4,7 @@ import RelayCore
 
 /// The relay's registry (`docs/architecture.md`): phones, their live-activity tokens and the pauses seen so far.
 ///
-/// Not Sendable: the `Coordinator` actor owns the only instance and so serializes every call onto one connection.
+/// Not Sendable: the `Ledger` actor owns the only instance and so serializes every call onto one connection.
 /// Every write runs in its own transaction. Times are unix seconds chosen by the caller, so tests control them.
 final class Store {
     let path: String

@@ -73,7 +73,7 @@ public struct Watcher: Sendable {
         public var reminderLead: Double = 5 * 60
         public var reminderMinimumTimeout: Int64 = 10 * 60
         public var reminderSlack: Int64 = 5
-        /// How long the store keeps an ended pause (the relay prunes it with the outbox, `Coordinator.pruneStore`).
+        /// How long the store keeps an ended pause (the relay prunes it with the outbox, `PauseTracker.prune`).
         public var retention: Double = 24 * 3600
         /// How long, and how many, ended pauses memory keeps. An ended pause is needed in memory only while an event
         /// about it may still come (a replay after a reconnect reaches back minutes, not hours), and `seen` drops a

@@ -93,7 +93,9 @@ import Testing
             for await verdict in group { #expect(verdict == .admitted) }
         }
         #expect(gate.calls.withLock { $0 } == 1)
-        #expect(await auth.checksInFlight == 0)
+        // Done, and remembered: the next request with it asks Prefect nothing.
+        #expect(await auth.verdict(for: "Basic same") == .admitted)
+        #expect(gate.calls.withLock { $0 } == 1)
     }
 
     @Test func concurrentChecksAreCapped() async {

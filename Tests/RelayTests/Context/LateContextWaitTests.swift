@@ -2,23 +2,24 @@ import Testing
 @testable import Relay
 @testable import RelayCore
 
-/// An announce with no context waits for a late custom event on the coordinator, which wakes it when one comes for
+/// An announce with no context waits for a late custom event on the pause tracker, which wakes it when one comes for
 /// the run (not on a poll) and at its deadline otherwise.
 @Suite struct LateContextWaitTests {
     private let runID = "8c848c8b-7db3-4f2d-b242-c89c17d44b0f"  // the run ws-event-custom.json names
 
-    private func coordinator() throws -> (Coordinator, StoreScratch) {
+    private func tracker() throws -> (PauseTracker, StoreScratch) {
         let dir = try StoreScratch()
         let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
-        let relay = try Coordinator(store: try Store(path: dir.file("relay.db")),
-                                    prefect: PrefectClient(config: config, http: try HTTPPool()), apnsConfigured: true)
-        return (relay, dir)
+        let owners = try RelayOwners(store: try Store(path: dir.file("relay.db")),
+                                     prefect: PrefectClient(config: config, http: try HTTPPool()), apns: nil, uiRoot: "",
+                                     topic: "io.example")
+        return (owners.tracker, dir)
     }
 
     private var customEvent: JSONValue { ContextFixtures.json("prefect/ws-event-custom.json")["event"]! }
 
     @Test func anEventForTheRunWakesItsWaiterLongBeforeTheDeadline() async throws {
-        let (relay, _) = try coordinator()
+        let (relay, _) = try tracker()
         // Far off, so that only the event can end the wait in time: a 2-core machine starting every suite at once
         // has starved this test of its executor for 30 s.
         let deadline = SystemClock.monotonic() + 600
@@ -43,14 +44,14 @@ import Testing
     }
 
     @Test func withNothingComingItGoesOnAtItsDeadline() async throws {
-        let (relay, _) = try coordinator()
+        let (relay, _) = try tracker()
         let live = await relay.liveEvents(runID: runID, after: 0, until: SystemClock.monotonic() + 0.02)
         #expect(live.arrivals == 0 && live.events.isEmpty)
         #expect(await relay.liveWaiters.isEmpty)
     }
 
     @Test func somethingAlreadyNewIsAnsweredAtOnce() async throws {
-        let (relay, _) = try coordinator()
+        let (relay, _) = try tracker()
         await relay.received(.event(customEvent))
         // Seen 0 and there is 1: no wait at all, even with a deadline an hour away.
         let live = await relay.liveEvents(runID: runID, after: 0, until: SystemClock.monotonic() + 3_600)
@@ -69,8 +70,8 @@ import Testing
         try store.markEnded(stateID: "s2", state: "Running", at: 5)
         try store.insertPause(PauseRecord(stateID: "s3", runID: runID, stateName: "Paused", pausedAt: 1))
         let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
-        let relay = try Coordinator(store: try dir.store(), prefect: PrefectClient(config: config, http: try HTTPPool()),
-                                    apnsConfigured: true)
+        let relay = try RelayOwners(store: try dir.store(), prefect: PrefectClient(config: config, http: try HTTPPool()),
+                                    apns: nil, uiRoot: "", topic: "io.example").tracker
         #expect(await relay.propsArrivals == ["s1": 0])
 
         await relay.received(.event(customEvent))

@@ -5,12 +5,12 @@ import Testing
 /// Work the relay decided on survives a stop at any point: the reminder is claimed in the transaction that queues
 /// its pushes, and Live Activities left unended by a stop are ended after the restart.
 @Suite struct UnfinishedWorkTests {
-    /// A coordinator on the store file `dir` holds, as the relay starts one (its own connection).
-    private func coordinator(_ dir: StoreScratch) throws -> Coordinator {
+    /// The relay's owners on the store file `dir` holds, as the relay starts them (their own connection).
+    private func owners(_ dir: StoreScratch) throws -> RelayOwners {
         let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
         let store = try Store(path: dir.file("relay.db"))
-        return try Coordinator(store: store, prefect: PrefectClient(config: config, http: try HTTPPool()),
-                               apnsConfigured: true, now: { 1_000 })
+        return try RelayOwners(store: store, prefect: PrefectClient(config: config, http: try HTTPPool()), apns: nil,
+                               uiRoot: "", topic: "io.example", now: { 1_000 })
     }
 
     private func reminder(_ device: Device) -> OutboxBatch {
@@ -25,12 +25,13 @@ import Testing
         let store = try dir.store()
         let phone = try store.upsertDevice(registration("phone"), now: 1)
         try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
-        let relay = try coordinator(dir)
+        let outbox = try owners(dir).outbox
 
-        let first = await relay.enqueue([reminder(phone)], reminded: ("s1", 900))
-        #expect(first?.count == 1)
+        let first = await outbox.enqueue([reminder(phone)], alongside: .init(reminded: ("s1", 900)))
+        guard case .queued(let items) = first else { Issue.record("not queued: \(first)"); return }
+        #expect(items.count == 1)
         // Claimed already: the second reminder's transaction is rolled back, nothing more is queued.
-        #expect(await relay.enqueue([reminder(phone)], reminded: ("s1", 950)) == [])
+        #expect(await outbox.enqueue([reminder(phone)], alongside: .init(reminded: ("s1", 950))) == .nothingOwed)
 
         let reopened = try dir.store()
         #expect(try reopened.pause(stateID: "s1")?.remindedAt == 900)
@@ -43,8 +44,8 @@ import Testing
         let phone = try store.upsertDevice(registration("phone"), now: 1)
         try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
         try store.markEnded(stateID: "s1", state: "Running", at: 5)
-        let relay = try coordinator(dir)
-        #expect(await relay.enqueue([reminder(phone)], reminded: ("s1", 900)) == [])
+        let outbox = try owners(dir).outbox
+        #expect(await outbox.enqueue([reminder(phone)], alongside: .init(reminded: ("s1", 900))) == .nothingOwed)
         #expect(try dir.store().outboxCount() == 0)
     }
 
@@ -54,17 +55,17 @@ import Testing
         let dir = try StoreScratch()
         let store = try dir.store()
         try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
-        let relay = try coordinator(dir)
+        let relay = try owners(dir)
         let run = FlowRun(id: "run-1", stateID: "s1", stateType: "PAUSED", stateName: "Paused", stateTimestamp: 1,
                           pauseTimeout: 601)
-        _ = await relay.contextRead(run, runID: "run-1", flowID: nil)
+        _ = await relay.tracker.contextRead(run, runID: "run-1", flowID: nil)
         var stored: Int64?
         for _ in 0..<100 where stored == nil {
-            _ = await relay.devices()  // a hop through the actor, behind the write
+            _ = await relay.tracker.status()  // a hop through the tracker, behind the write
             stored = try dir.store().pause(stateID: "s1")?.timeoutAt
         }
         #expect(stored == 601)
-        #expect(await relay.watcher.pauses["s1"]?.timeoutAt == 601)
+        #expect(await relay.tracker.watcher.pauses["s1"]?.timeoutAt == 601)
     }
 
     /// Answers fewer than a batch are written within `settleDelay` of reaching the relay, without the end of their
@@ -72,15 +73,18 @@ import Testing
     @Test func answersAreWrittenWithinMilliseconds() async throws {
         let dir = try StoreScratch()
         let phone = try dir.store().upsertDevice(registration("phone"), now: 1)
-        let relay = try coordinator(dir)
+        let relay = try owners(dir).outbox
         var batch = reminder(phone)
         batch.recipients = ["aa01", "aa02", "aa03"].map { (phone, $0) }
-        let items = try #require(await relay.enqueue([batch]))
+        guard case .queued(let items) = await relay.enqueue([batch], alongside: .init()) else {
+            Issue.record("not queued")
+            return
+        }
         let delivered = Delivery(outcome: .delivered(apnsID: nil), environment: .production, effect: .none)
         let handed = SystemClock.monotonic()
         await relay.settled(items.prefix(2).map { ($0, delivered, 0.01) })
         var left = try dir.store().outboxCount()
-        // This coordinator has no tick and no fan-out to end: only the settle timer can write them. Its 4 ms is a
+        // This outbox has no tick and no fan-out to end: only the settle timer can write them. Its 4 ms is a
         // benchmark's business; the bound here is only room for a loaded machine (its timer resumes through the
         // cooperative pool, which blocking tests have held for 12 s at the start of a run; the old code never
         // wrote them).
@@ -109,7 +113,7 @@ import Testing
         try store.markEnded(stateID: "s3", state: "Completed", at: 5)
         #expect(try store.pausesWithActivitiesLeft() == ["s1"])
 
-        let relay = try coordinator(dir)
+        let relay = try owners(dir).tracker
         let ends = await relay.jobs.values.filter { if case .end = $0.kind { true } else { false } }
         #expect(ends.map(\.pause.stateID) == ["s1"])
     }

@@ -501,7 +501,7 @@ import Testing
         #expect(before == [])
         #expect(watcher.pauses.count == 2)
         let after = watcher.handle(.tick, now: 1_000_000 + watcher.rules.memoryRetention + 1)
-        #expect(after == [])  // the store keeps it for the day (Coordinator.pruneStore)
+        #expect(after == [])  // the store keeps it for the day (PauseTracker.prune)
         #expect(watcher.pauses.keys.sorted() == [paused.stateID])
     }
 

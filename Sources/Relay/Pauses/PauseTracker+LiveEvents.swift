@@ -5,7 +5,7 @@ import RelayCore
 /// flow sent just before its pause but that reaches the socket just after it (`docs/architecture.md`). The wait
 /// ends when such an event arrives (`received` wakes it), not on a poll. One that comes after the announce built its
 /// props has them built again (`refreshIfBehind`: a `PauseJob.Kind.refresh`).
-extension Coordinator {
+extension PauseTracker {
     /// The run's custom events and artifacts seen live on the socket so far.
     struct LiveEvents: Sendable {
         var events: [RunEvent]

@@ -1,0 +1,49 @@
+import RelayCore
+
+/// The registry's reads and writes for the API: devices and their Live Activity tokens. A failure is thrown to the
+/// API, which tells the caller whether to try again (`API.storageFailure`).
+extension Ledger {
+    /// Registers or refreshes a device; a new one only below `maxDevices` (a refresh of a known device always
+    /// passes). nil: the registry is full.
+    func register(_ registration: DeviceRegistration, maxDevices: Int, now: Int64) throws -> Device? {
+        let device = try attemptThrowing("register") { store -> Device? in
+            if maxDevices < .max, try store.device(id: registration.id) == nil, try store.deviceCount() >= maxDevices {
+                return nil
+            }
+            return try store.upsertDevice(registration, now: now)
+        }
+        if device != nil { succeeded() }  // a row written: the store can write
+        return device
+    }
+
+    /// Whether there was such a device to delete.
+    func unregister(id: String) throws -> Bool {
+        let deleted = try attemptThrowing("unregister") { try $0.deleteDevice(id: id) }
+        if deleted { succeeded() }
+        return deleted
+    }
+
+    /// Whether the device is known (the token is stored only then).
+    func setActivity(deviceID: String, runID: String, token: String) throws -> Bool {
+        let stored = try attemptThrowing("activity") { try $0.setActivityToken(deviceID: deviceID, runID: runID, token: token) }
+        if stored { succeeded() }
+        return stored
+    }
+
+    func device(id: String) throws -> Device? {
+        try attemptThrowing("device") { try $0.device(id: id) }
+    }
+
+    /// What `/health` and `/metrics` need from the store: its failure streak, whether the file is still ours, and
+    /// the device count (nil when it could not be read).
+    struct Health: Sendable {
+        var streak: FailureStreak
+        var fileIsStillOurs: Bool
+        var devices: Int?
+    }
+
+    func health() -> Health {
+        let devices = attempt("health") { try $0.deviceCount() }
+        return Health(streak: streak, fileIsStillOurs: store.fileIsStillOurs, devices: devices)
+    }
+}

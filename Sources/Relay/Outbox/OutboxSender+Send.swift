@@ -1,0 +1,138 @@
+import RelayCore
+
+/// Sending what the outbox holds and writing down what APNs answered.
+extension OutboxSender {
+    /// Sends stored pushes over the shared connections (`APNsClient.fanOut`, each push tried once here: the outbox
+    /// owns retries) and settles each answer; one `apns.fanout` line sums it up.
+    func send(_ items: [OutboxItem], receivedAt: Double, runID: String?, purpose: String) async {
+        guard !items.isEmpty, let apns else { return }
+        let started = SystemClock.monotonic()
+        // Answers reach the relay in batches: those that came together (one actor hop per burst, at most
+        // `OutboxSender.settleBatch` a hop), not held back for more, so the relay can make them durable at once.
+        let answered = Locked<[(OutboxItem, Delivery, Double)]>([])
+        let handOver: @Sendable () async -> Void = {
+            let batch = answered.withLock { answers in defer { answers.removeAll(keepingCapacity: true) }; return answers }
+            if !batch.isEmpty { await self.settled(batch) }
+        }
+        let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries,
+                                          drained: handOver) { index, delivery in
+            let full = answered.withLock { answers in
+                answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
+                return answers.count >= OutboxSender.settleBatch
+            }
+            if full { await handOver() }
+        }
+        await handOver()
+        flushSettled()
+        Log.info("apns.fanout", ["run": runID ?? "", "for": purpose, "pushes": String(items.count),
+                                 "delivered": String(delivered), "ms": String(Int((SystemClock.monotonic() - started) * 1000))])
+    }
+
+    /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:seconds:)`.
+    func settled(_ answers: [(OutboxItem, Delivery, Double)]) {
+        for (item, delivery, seconds) in answers { settled(item, delivery, seconds: seconds) }
+        flushSoon()
+    }
+
+    /// Writes the answers gathered so far once `settleDelay` has passed, unless a full batch writes them first.
+    /// One timer at a time: it is armed with the first unwritten answer.
+    private func flushSoon() {
+        guard !settling.isEmpty, !settleTimerArmed else { return }
+        settleTimerArmed = true
+        Task {
+            try? await Task.sleep(for: OutboxSender.settleDelay)
+            settleTimerArmed = false
+            flushSettled()
+        }
+    }
+
+    /// One answer: metrics, what it means for the registry, and what becomes of the stored push.
+    private func settled(_ item: OutboxItem, _ delivery: Delivery, seconds: Double) {
+        delivered(delivery, push: item.push, device: item.device, runID: item.runID, seconds: seconds)
+        // Jitter only matters for a retry; drawing it for every answer cost a getrandom(2) each.
+        let verdict = schedule.verdict(delivery.outcome, attempts: item.attempts + 1,
+                                       expiresAt: item.push.expiration ?? .max, now: now(),
+                                       random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1))
+        if case .retry = verdict {
+            tally.count { $0.pushRetries += 1 }
+        } else if !delivery.outcome.isDelivered {
+            Log.warn("apns.gave_up", ["device": Log.short(item.push.deviceToken), "for": item.purpose.rawValue,
+                                      "run": item.runID, "reason": delivery.outcome.label,
+                                      "attempts": String(item.attempts + 1)])
+        }
+        settling.append((item.id, verdict))
+        if settling.count >= OutboxSender.settleBatch { flushSettled() }
+    }
+
+    /// Writes the answers gathered so far in one transaction. If the store refuses, they stay in memory (and their
+    /// pushes stay marked as being sent) until the next flush: nothing is sent twice meanwhile.
+    func flushSettled() {
+        guard !settling.isEmpty else { return }
+        let answers = settling
+        guard ledger.inOrder({ $0.attempt("settle", wrote: true) { try $0.settle(answers) } }) != nil else { return }
+        for (id, verdict) in settling {
+            sending.remove(id)
+            // Only now is the row rescheduled in the store, so only now may the drain count on it.
+            if case .retry(let at) = verdict { nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000)) }
+        }
+        settling.removeAll(keepingCapacity: true)
+    }
+
+    /// Sends the stored pushes that are due and not already under way, at most a fan-out window at a time.
+    func drain() {
+        guard let due = nextDueMs, due <= nowMs(), apns != nil else { return }
+        let room = APNsClient.fanOutWindow - sending.count
+        guard room > 0 else { return }
+        let items: [OutboxItem]
+        let now = nowMs()
+        let limit = room + sending.count
+        guard let (due, next) = ledger.inOrder({ ledger in
+            ledger.attempt("drain") { store in
+                let due = try store.duePushes(nowMs: now, limit: limit)
+                // Every row due now is taken here or under way (its answer reschedules it), unless the read hit its
+                // limit; so the next look is at the soonest later row, not at once on every tick of a fan-out.
+                return (due, due.count == limit ? now : try store.nextDueMs(afterMs: now))
+            }
+        }) else { return }
+        items = Array(due.filter { !sending.contains($0.id) }.prefix(room))
+        nextDueMs = next
+        // Empty: only pushes already under way are due; their answers reschedule what needs it.
+        guard !items.isEmpty else { return }
+        for item in items { sending.insert(item.id) }
+        Log.info("outbox.resend", ["pushes": String(items.count)])
+        backgroundWork += 1
+        Task {
+            await self.send(items, receivedAt: SystemClock.monotonic(), runID: nil, purpose: "resend")
+            self.backgroundWork -= 1
+        }
+    }
+
+    /// Drops stored pushes past their expiry and message rows nothing refers to.
+    func prune() {
+        lastPrune = now()
+        let time = Int64(now())
+        let expired = ledger.inOrder { $0.attempt("prune_outbox") { try $0.pruneOutbox(now: time) } }
+        if let expired, expired > 0 { Log.warn("outbox.expired", ["pushes": String(expired)]) }
+    }
+
+    /// Counts the push and applies what APNs' answer means for the registry.
+    func delivered(_ delivery: Delivery, push: Push, device: Device, runID: String?, seconds: Double) {
+        let status = delivery.outcome.status
+        let reason: String = if case .rejected(let r) = delivery.outcome { r.reason?.rawValue ?? "" } else { "" }
+        tally.count {
+            $0.recordPush(kind: push.kind.rawValue, status: status > 0 ? String(status) : delivery.outcome.label,
+                          reason: reason, seconds: delivery.outcome.isDelivered ? seconds : nil)
+        }
+        ledger.inOrder { $0.apply(delivery.effect, device: device, runID: runID) }
+    }
+
+    /// `POST /devices/{id}/test`: one push, outside the outbox (nothing to retry: the caller sees the answer), its
+    /// answer counted and applied like any other.
+    func deliverNow(_ push: Push, to device: Device) async -> Delivery? {
+        guard let apns else { return nil }
+        let started = SystemClock.monotonic()
+        let delivery = await apns.deliver(push, to: device)
+        delivered(delivery, push: push, device: device, runID: nil, seconds: SystemClock.monotonic() - started)
+        return delivery
+    }
+}

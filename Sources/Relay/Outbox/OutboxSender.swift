@@ -1,0 +1,77 @@
+import RelayCore
+
+/// The durable outbox, sent: a job's pushes are written before they are sent (`enqueue`, through the `Ledger`),
+/// sent over the shared APNs connections (`send`), and each answer is settled in batches (one transaction per
+/// `settleBatch` answers or per `settleDelay`: not per push, nor held until the fan-out ends). Stored pushes that
+/// are due (after a restart, a lost connection, a 429/5xx) are sent again (`drain`). It owns what is being sent
+/// now, so no push is picked up twice.
+actor OutboxSender {
+    /// On the relay's one executor thread, with the other owners (`RelayExecutor`).
+    nonisolated var unownedExecutor: UnownedSerialExecutor { RelayExecutor.shared.asUnownedSerialExecutor() }
+
+    /// Answers written per transaction at most; fewer when `settleDelay` passes first.
+    static let settleBatch = 64
+
+    /// How long an answer may wait in memory for others to share its transaction. A kill loses the answers not yet
+    /// written, and their pushes are sent again after the restart: this bounds them to the ones APNs answered in
+    /// the last few ms (or still in flight), not a fan-out's worth.
+    static let settleDelay: Duration = .milliseconds(4)
+
+    /// How often pushes past their expiry (and message rows nothing refers to) are pruned.
+    static let pruneInterval: Double = 300
+
+    let ledger: Ledger
+    /// nil: no APNs key; pushes are stored for nobody and nothing is sent.
+    nonisolated let apns: APNsClient?
+    let tally: MetricsTally
+    let now: @Sendable () -> Double
+    let schedule = OutboxSchedule()
+
+    /// Outbox rows being sent now (never picked up twice), answers waiting to be written, and when the soonest
+    /// stored push is due (unix ms; nil: nothing stored).
+    var sending: Set<Int64> = []
+    var settling: [(id: Int64, verdict: OutboxVerdict)] = []
+    /// A flush of `settling` is due within `settleDelay` (`flushSoon`).
+    var settleTimerArmed = false
+    var nextDueMs: Int64?
+    var lastPrune = 0.0
+    /// Resends running now, counted so shutdown can wait for them (bounded).
+    var backgroundWork = 0
+
+    init(ledger: Ledger, apns: APNsClient?, tally: MetricsTally, now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
+        self.ledger = ledger
+        self.apns = apns
+        self.tally = tally
+        self.now = now
+        nextDueMs = ledger.startup.nextDueMs
+    }
+
+    func nowMs() -> Int64 { Int64(now() * 1000) }
+
+    /// Writes a job's pushes with what goes alongside them (`Ledger.enqueue`); what was queued is marked as being
+    /// sent, for `send`.
+    func enqueue(_ batches: [OutboxBatch], alongside: Ledger.Alongside) -> Ledger.Enqueued {
+        let dueMs = nowMs()
+        let enqueued = ledger.inOrder { $0.enqueue(batches, alongside: alongside, dueMs: dueMs) }
+        // Under way now; their answers reschedule what needs another try (`settled`).
+        if case .queued(let items) = enqueued { for item in items { sending.insert(item.id) } }
+        return enqueued
+    }
+
+    /// Every tick: answers not yet written, stored pushes that are due, and now and then the prune.
+    func tick() {
+        flushSettled()
+        drain()
+        if now() - lastPrune >= OutboxSender.pruneInterval { prune() }
+    }
+
+    /// The push pending in the outbox and the oldest one's age, for `/metrics`; nil when the store can't say.
+    func pending() -> (count: Int, oldestSeconds: Double)? {
+        let time = now()
+        return ledger.inOrder { ledger in
+            ledger.attempt("metrics") { store in
+                (try store.outboxCount(), try store.oldestPendingMs().map { max(0, time - Double($0) / 1000) } ?? 0)
+            }
+        }
+    }
+}

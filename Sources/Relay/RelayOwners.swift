@@ -1,0 +1,34 @@
+import RelayCore
+
+/// The relay's owners, built in one place, each given what it uses: nothing is attached later, and each holds
+/// references only to those it calls (`docs/architecture.md` draws them).
+///
+/// - `Ledger`: the store's one connection;
+/// - `OutboxSender`: the outbox (what is being sent, answers to write, resends) and the APNs client;
+/// - `PauseTracker`: the Watcher, the pause jobs and what the socket told about each run;
+/// - `Notifier`: the batches for a pause, as values;
+/// - `RelayStatus`: health and metrics, read from the others.
+struct RelayOwners: Sendable {
+    let tally: MetricsTally
+    let ledger: Ledger
+    let outbox: OutboxSender
+    let notifier: Notifier
+    let tracker: PauseTracker
+    let status: RelayStatus
+
+    /// Throws when the store can't be read at start-up (what it holds is where the relay picks up).
+    init(store: sending Store, prefect: PrefectClient, readAhead: RunReadAhead? = nil, apns: APNsClient?,
+         uiRoot: String, topic: String, healthBounds: HealthBounds = HealthBounds(),
+         now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
+        tally = MetricsTally()
+        ledger = try Ledger(store: store, tally: tally, now: now)
+        outbox = OutboxSender(ledger: ledger, apns: apns, tally: tally, now: now)
+        notifier = Notifier(uiRoot: uiRoot, topic: topic)
+        let runner = PauseJobs(outbox: outbox, ledger: ledger,
+                               gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), notifier: notifier,
+                               now: now)
+        tracker = PauseTracker(ledger: ledger, prefect: prefect, runner: runner, tally: tally, now: now)
+        status = RelayStatus(tracker: tracker, ledger: ledger, outbox: outbox, tally: tally, apnsConfigured: apns != nil,
+                             bounds: healthBounds)
+    }
+}

@@ -1,0 +1,95 @@
+import RelayCore
+
+/// `/health`, `/health/live` and `/metrics`: the owners' live state gathered (one hop to each), judged by
+/// `HealthVerdict`; and, every tick, one log line when the verdict changes.
+final class RelayStatus: Sendable {
+    let tracker: PauseTracker
+    let ledger: Ledger
+    let outbox: OutboxSender
+    let tally: MetricsTally
+    let apnsConfigured: Bool
+    let bounds: HealthBounds
+    /// The last verdict `watch` logged; the relay starts healthy.
+    private let wasHealthy = Locked(true)
+
+    init(tracker: PauseTracker, ledger: Ledger, outbox: OutboxSender, tally: MetricsTally, apnsConfigured: Bool,
+         bounds: HealthBounds = HealthBounds()) {
+        (self.tracker, self.ledger, self.outbox, self.tally) = (tracker, ledger, outbox, tally)
+        self.apnsConfigured = apnsConfigured
+        self.bounds = bounds
+    }
+
+    private struct Gathered {
+        var verdict: HealthVerdict
+        var events: PauseTracker.Status
+        var store: Ledger.Health
+    }
+
+    private func gather() async -> Gathered {
+        let events = await tracker.status()
+        let store = await ledger.health()
+        var snapshot = HealthSnapshot(now: SystemClock.monotonic(), socketDownSince: events.subscribed ? nil : events.socketDownSince)
+        snapshot.credentialRefused = events.authRejected
+        snapshot.storeLost = !store.fileIsStillOurs
+        snapshot.store = store.streak
+        snapshot.apnsConfigured = apnsConfigured
+        snapshot.apns = APNsConnection.reachability.withLock { $0 }
+        return Gathered(verdict: HealthVerdict(snapshot, bounds: bounds), events: events, store: store)
+    }
+
+    /// The readiness answer: the seed's fields, `ok` from the verdict (503 when false) and `problems`, one line each.
+    func health() async -> APIResponse {
+        let now = await gather()
+        let json: JSONValue = [
+            "ok": .bool(now.verdict.ok), "subscribed": .bool(now.events.subscribed), "apns": .bool(apnsConfigured),
+            "devices": .int(Int64(now.store.devices ?? 0)), "waiting": .int(Int64(now.events.waiting)),
+            // true while Prefect refuses the socket's credential (the log's events.auth_rejected says why)
+            "auth_rejected": .bool(now.events.authRejected),
+            "problems": .array(now.verdict.problems.map { .string("\($0.check.rawValue): \($0.reason)") }),
+        ]
+        return APIResponse(status: now.verdict.status, json: json)
+    }
+
+    /// Liveness: the relay's executor thread ran a job for it, so the pause path is not stuck.
+    func live() async -> APIResponse {
+        _ = await tracker.status()
+        return APIResponse(status: 200, json: ["ok": true])
+    }
+
+    /// Every tick: a store probe while writes fail, and one log line when the verdict changes.
+    func watch() async {
+        await ledger.probeIfFailing()
+        let verdict = await gather().verdict
+        let changed = wasHealthy.withLock { was in
+            defer { was = verdict.ok }
+            return was != verdict.ok
+        }
+        guard changed else { return }
+        if verdict.ok {
+            Log.info("health.recovered")
+        } else {
+            Log.warn("health.failing", ["checks": verdict.problems.map(\.check.rawValue).joined(separator: ","),
+                                        "reason": verdict.problems.map(\.reason).joined(separator: "; ")])
+        }
+    }
+
+    func metricsText() async -> String {
+        let now = await gather()
+        let pending = await outbox.pending()
+        var metrics = tally.snapshot
+        metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
+        metrics.prefectConnectionsOpened = HTTPPool.connectionsOpenedTotal
+        metrics.prefectReadsStalled = HTTPPool.readsStalledTotal
+        metrics.prefectReadsAbandoned = HTTPPool.readsAbandonedTotal
+        metrics.prefectReadsInFlight = HTTPPool.readsInFlight
+        (metrics.buildVersion, metrics.buildCommit) = (BuildInfo.version, BuildInfo.commit)
+        if let pending { (metrics.outboxPending, metrics.oldestPendingSeconds) = pending }
+        metrics.healthy = now.verdict.ok
+        metrics.storeFailing = now.verdict.failing(.store)
+        metrics.credentialRejected = now.events.authRejected
+        metrics.apnsUnreachable = now.verdict.failing(.apns)
+        metrics.process = ProcessStatus.sample()
+        return metrics.render(devices: now.store.devices ?? 0, waiting: now.events.waiting,
+                              residentBytes: ProcessStatus.residentBytes())
+    }
+}
