@@ -239,7 +239,7 @@ chaos-asan: deps-apt $(PREFECT)
 	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
 	  CHAOS_RELAY_BIN=$(CURDIR)/.build/asan/debug/prefect-push \
-	  $(VENV)/bin/python chaos/run.py --out chaos/results-asan.json $(CHAOS_ASAN_ARGS)
+	  $(VENV)/bin/python chaos/run.py --out chaos/results-asan.json --durable-within-ms 1000 $(CHAOS_ASAN_ARGS)
 
 chaos-asan-smoke:
 	$(MAKE) --no-print-directory chaos-asan CHAOS_ASAN_ARGS="$(CHAOS_ASAN_SMOKE)"
