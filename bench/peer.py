@@ -5,13 +5,17 @@ One asyncio listener on 127.0.0.1 serves both, as Prefect does under one API roo
 * `GET /api/events/out` with subprotocol `prefect`: auth -> auth_success -> filter, then the events the benchmark
   emits (src/prefect/server/api/events.py). The frame is encoded first; the send time is `time.monotonic_ns()` taken right
   before the write (CLOCK_MONOTONIC, the clock the fake APNs stamps arrivals with).
-* Standalone (`python3 bench/peer.py PORT`, used by the metrics test): `POST /control/pause` emits a new pause,
-  `POST /control/resume/{run}` its Running event.
+* Standalone (`python3 bench/peer.py PORT [LIFETIME_S]`, used by the metrics and credential-flood tests):
+  `POST /control/pause` emits a new pause (answer: its run, state and the monotonic ns of the write),
+  `POST /control/resume/{run}` its Running event. `POST /control/hold-credential-checks` makes every later
+  `POST /flows/count` with a credential other than the configured one go unanswered, its connection held open (a
+  Prefect whose database is locked); `POST /control/release-credential-checks` answers the held ones (401, as
+  usual) and stops holding; `GET /control/credential-checks` tells how many are held now.
 * REST, shapes from fixtures/prefect (Tests/RelayTests/Fixtures/prefect): `GET /flow_runs/{id}`, `GET /flows/{id}`,
   `POST /flow_runs/{id}/input/filter`, `POST /artifacts/filter`, `POST /events/filter`, `POST /flow_runs/filter`,
   `POST /flows/count`, each needing `Authorization: Basic admin:pass` (else 401, as Prefect with an auth string; `GET /health` is open).
-  Every answer is pre-encoded; each connection's service time (accept -> answer written) is
-  kept so the benchmark can tell the relay's share of a latency from the peer's.
+  Every answer is pre-encoded and written at once (a held credential check aside); each request's service time
+  (first byte -> answer written) is kept so the benchmark can tell the relay's share of a latency from the peer's.
 
 Hand-rolled on asyncio.Protocol (HTTP/1.1 + RFC 6455 server framing, ~150 lines) rather than aiohttp or
 websockets: `websockets` serves GET only, one listener must carry both, and a few microseconds per request matter
@@ -130,6 +134,9 @@ class ScriptedPrefect:
         #: (accept ns, answered ns, path) for every REST request.
         self.service: list[tuple[int, int, str]] = []
         self.requests: dict[str, int] = {}
+        #: While set, `POST /flows/count` with a foreign credential is held: its connection, unanswered, waits here.
+        self.holding_checks = False
+        self.held: list[Connection] = []
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
 
@@ -142,6 +149,8 @@ class ScriptedPrefect:
     async def stop(self):
         if self.socket:
             self.socket.transport.close()
+        for connection in list(self.held):
+            connection.transport.close()
         if self.server:
             self.server.close()
             await self.server.wait_closed()
@@ -190,21 +199,43 @@ class ScriptedPrefect:
     # MARK: control (the standalone peer, for tests)
 
     def control(self, method: str, path: str) -> bytes:
-        """`POST /control/pause`: emit a new pause, answer `{"run","state"}`; `POST /control/resume/{run}`: emit
-        that run's Running event. 409 while no relay is subscribed."""
+        """`POST /control/pause`: emit a new pause, answer `{"run","state","sent_ns"}`; `POST /control/resume/{run}`:
+        emit that run's Running event (both 409 while no relay is subscribed). `POST /control/hold-credential-checks`,
+        `POST /control/release-credential-checks` (answer `{"released"}`), `GET /control/credential-checks` (answer
+        `{"holding","held"}`)."""
+        parts = path.strip("/").split("/")
+        if parts == ["control", "credential-checks"]:
+            if method != "GET":
+                return http_response(405, b'{"detail":"GET only"}', "Method Not Allowed")
+            return http_response(200, json.dumps({"holding": self.holding_checks, "held": len(self.held)}).encode())
         if method != "POST":
             return http_response(405, b'{"detail":"POST only"}', "Method Not Allowed")
+        if parts == ["control", "hold-credential-checks"]:
+            self.holding_checks = True
+            return http_response(200, b'{}')
+        if parts == ["control", "release-credential-checks"]:
+            held, self.held = self.held, []
+            self.holding_checks = False
+            for connection in held:
+                connection.release()
+            return http_response(200, json.dumps({"released": len(held)}).encode())
         if self.socket is None:
             return http_response(409, b'{"detail":"no subscriber"}', "Conflict")
-        parts = path.strip("/").split("/")
         if parts == ["control", "pause"]:
             run = self.new_run()
-            self.emit(run.frame)
-            return http_response(200, json.dumps({"run": run.id, "state": run.state_id}).encode())
+            sent = self.emit(run.frame)
+            return http_response(200, json.dumps({"run": run.id, "state": run.state_id, "sent_ns": sent}).encode())
         if len(parts) == 3 and parts[:2] == ["control", "resume"] and parts[2] in self.runs:
             self.emit(self.runs[parts[2]].resume_frame)
             return http_response(200, b'{}')
         return http_response(404, b'{"detail":"Not Found"}', "Not Found")
+
+    def holds(self, method: str, path: str, authorization: str | None) -> bool:
+        """Whether this request is a credential check to hold: `POST /flows/count` with a credential other than the
+        configured one, while holding. Checks of the configured credential are still answered, so a caller can be
+        admitted with it meanwhile."""
+        return (self.holding_checks and method == "POST" and path.split("?")[0].rstrip("/") == "/api/flows/count"
+                and authorization != self.authorization)
 
 
 def _is_id(part: str) -> bool:
@@ -213,7 +244,8 @@ def _is_id(part: str) -> bool:
 
 class Connection(asyncio.Protocol):
     """One accepted connection: HTTP/1.1 requests (kept alive, one after another), or (after the upgrade) the events
-    socket. A request's service time runs from its first byte to its answer."""
+    socket. A request's service time runs from its first byte to its answer. A held request (`ScriptedPrefect.holds`)
+    parks the connection: nothing more is read from its buffer until `release` answers it."""
 
     def __init__(self, peer: ScriptedPrefect):
         self.peer = peer
@@ -222,22 +254,37 @@ class Connection(asyncio.Protocol):
         self.authenticated = False
         self.fragments = bytearray()
         self.opened = 0
+        #: The held request's (method, path, headers), while it waits for `release`.
+        self.parked: tuple[str, str, dict] | None = None
 
     def connection_made(self, transport):
         self.opened = time.monotonic_ns()
         self.transport = transport
 
     def data_received(self, data: bytes):
-        if not self.buffer:
+        if not self.buffer and self.parked is None:
             self.opened = time.monotonic_ns()
         self.buffer += data
         if self.websocket:
             self._frames()
             return
-        while self.buffer and not self.websocket and not self.transport.is_closing():
+        self._requests()
+
+    def _requests(self):
+        while self.buffer and not self.websocket and self.parked is None and not self.transport.is_closing():
             if not self._request():
                 return
-            self.opened = time.monotonic_ns()
+            if self.parked is None:
+                self.opened = time.monotonic_ns()
+
+    def release(self):
+        """Answers the held request as it would have been answered at once, then reads on."""
+        if self.parked is None or self.transport.is_closing():
+            return
+        (method, path, headers), self.parked = self.parked, None
+        self._answer(method, path, headers)
+        self.opened = time.monotonic_ns()
+        self._requests()
 
     def _request(self) -> bool:
         """Answers one complete request from the buffer; False when it isn't all there yet."""
@@ -261,6 +308,14 @@ class Connection(asyncio.Protocol):
             self.transport.write(self.peer.control(method, path))
             self.transport.close()
             return True
+        if self.peer.holds(method, path, headers.get("authorization")):
+            self.parked = (method, path, headers)
+            self.peer.held.append(self)
+            return True
+        self._answer(method, path, headers)
+        return True
+
+    def _answer(self, method: str, path: str, headers: dict):
         if headers.get("authorization") != self.peer.authorization and path != "/api/health":
             # Like Prefect behind PREFECT_SERVER_API_AUTH_STRING: every REST call needs the credential.
             self.transport.write(http_response(401, b'{"exception_message":"Unauthorized"}', "Unauthorized"))
@@ -269,7 +324,6 @@ class Connection(asyncio.Protocol):
         self.peer.service.append((self.opened, time.monotonic_ns(), path))
         if headers.get("connection", "").lower() == "close":
             self.transport.close()
-        return True
 
     def _upgrade(self, path: str, headers: dict):
         offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
@@ -332,6 +386,8 @@ class Connection(asyncio.Protocol):
             self.peer.subscribed.set()
 
     def connection_lost(self, exc):
+        if self in self.peer.held:
+            self.peer.held.remove(self)
         if self.peer.socket is self:
             self.peer.socket = None
             self.peer.subscribed.clear()
@@ -345,7 +401,7 @@ async def _serve(port: int, lifetime: float) -> None:
 
 
 if __name__ == "__main__":
-    # Standalone, for tests: `peer.py PORT [LIFETIME_S]`; drive it with POST /control/pause and /control/resume/{run}.
+    # Standalone, for tests: `peer.py PORT [LIFETIME_S]`; drive it with the /control/ routes (ScriptedPrefect.control).
     import sys
 
     asyncio.run(_serve(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 300))
