@@ -13,24 +13,10 @@ import Testing
     static let live = "aa" + String(repeating: "01", count: 31)
     static let gone = "bb" + String(repeating: "02", count: 31)
 
-    /// The scripted Prefect as a child process; Python from the project's venv (or PREFECT_BIN's).
-    func startScriptedPrefect(directory: String) throws -> (ChildProcess, TestHTTP) {
-        let env = RelayMain.environment()
-        var bin = TestFiles.packageRoot + "/.venv/bin"
-        if let prefect = env["PREFECT_BIN"], let slash = prefect.lastIndex(of: "/") { bin = String(prefect[..<slash]) }
-        let python = access(bin + "/python", X_OK) == 0 ? bin + "/python" : "/usr/bin/python3"
-        let port = TestSocket.freePort()
-        let process = try ChildProcess(python, [TestFiles.packageRoot + "/bench/peer.py", String(port), "120"],
-                                       environment: env, logPath: directory + "/peer.log")
-        let http = TestHTTP(port: port)
-        try waitFor("the scripted Prefect", seconds: 15) { try http.request("GET", "/api/health", timeout: 1).status == 200 }
-        return (process, http)
-    }
-
     @Test func exposesWhatAScriptedRunDid() async throws {
         let directory = TestFiles.temporaryDirectory()
         defer { TestFiles.removeTree(directory) }
-        let (peerProcess, peer) = try startScriptedPrefect(directory: directory)
+        let (peerProcess, peer) = try ScriptedPrefect.start(directory: directory)
         defer { peerProcess.stop(signal: SIGKILL) }  // nothing to flush
         let apns = try FakeAPNs(name: "production")
         defer { apns.stop() }
