@@ -76,7 +76,7 @@ final class RelayStatus: Sendable {
     func metricsText() async -> String {
         let now = await gather()
         let pending = await outbox.pending()
-        var metrics = tally.snapshot
+        var metrics = now.events.counts
         metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
         metrics.prefectConnectionsOpened = HTTPPool.connectionsOpenedTotal
         metrics.prefectReadsStalled = HTTPPool.readsStalledTotal

@@ -58,6 +58,17 @@ actor OutboxSender {
         return enqueued
     }
 
+    /// A job's pushes written (`enqueue`), then sent, in one call: the pause path's one hop into this actor. Returns
+    /// once the fan-out is answered.
+    func enqueueAndSend(_ batches: [OutboxBatch], alongside: Ledger.Alongside, receivedAt: Double, runID: String,
+                        purpose: String) async -> Ledger.Enqueued {
+        let enqueued = enqueue(batches, alongside: alongside)
+        if case .queued(let items) = enqueued {
+            await send(items, receivedAt: receivedAt, runID: runID, purpose: purpose)
+        }
+        return enqueued
+    }
+
     /// Every tick: answers not yet written, stored pushes that are due, and now and then the prune.
     func tick() {
         flushSettled()

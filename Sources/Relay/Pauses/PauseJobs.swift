@@ -52,22 +52,18 @@ struct PauseJobs: Sendable {
         guard let devices = await registered else { return false }
         let batches = sending ? notifier.announce(pause, props, to: devices, now: Int64(now())) : []
         let alongside = Ledger.Alongside(props: (pause.stateID, props.encoded(), false))
-        switch await outbox.enqueue(batches, alongside: alongside) {
+        switch await outbox.enqueueAndSend(batches, alongside: alongside, receivedAt: receivedAt, runID: pause.runID,
+                                           purpose: "announce") {
         case .refused:
             return false
         case .nothingOwed:
             tracker.builtWith(arrivals, stateID: pause.stateID, replacing: false)
-            return true
-        case .queued(let items):
+        case .queued:
             tracker.builtWith(arrivals, stateID: pause.stateID, replacing: false)
             tracker.tally.count { $0.announced += 1 }
-            guard sending else {
-                Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"])
-                return true
-            }
-            await outbox.send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "announce")
-            return true
+            if !sending { Log.info("apns.disabled", ["run": pause.runID, "note": "no APNs key; nothing sent"]) }
         }
+        return true
     }
 
     /// The reminder's pushes go to the outbox in the transaction that claims the pause's one reminder, so a kill
@@ -75,7 +71,7 @@ struct PauseJobs: Sendable {
     private func remind(_ pause: PauseRecord, minutesLeft: Int, tracker: isolated PauseTracker, receivedAt: Double,
                         followed: Bool) async -> Bool {
         let claim = Ledger.Alongside(reminded: (stateID: pause.stateID, at: pause.remindedAt ?? Int64(now())))
-        guard sending else { return await outbox.enqueue([], alongside: claim) != .refused }
+        guard sending else { return await enqueueAndSend([], alongside: claim, pause, receivedAt: receivedAt, purpose: "remind") }
         guard let props = await storedProps(pause, tracker: tracker, followed: followed),
               let devices = await ledger.devices() else { return false }
         let batches = notifier.remind(pause, props, minutesLeft: minutesLeft, to: devices, now: Int64(now()))
@@ -88,7 +84,7 @@ struct PauseJobs: Sendable {
         guard let activities = await ledger.activities(runID: pause.runID) else { return false }
         guard !activities.isEmpty else { return true }
         let forget = Ledger.Alongside(forgetActivitiesOf: pause.runID)
-        guard sending else { return await outbox.enqueue([], alongside: forget) != .refused }
+        guard sending else { return await enqueueAndSend([], alongside: forget, pause, receivedAt: receivedAt, purpose: "end") }
         guard let props = await storedProps(pause, tracker: tracker, followed: followed) else { return false }
         let batches = notifier.end(pause, props, activities: activities, now: Int64(now()))
         return await enqueueAndSend(batches, alongside: forget, pause, receivedAt: receivedAt, purpose: "end")
@@ -109,23 +105,19 @@ struct PauseJobs: Sendable {
               let activities = await ledger.activities(runID: pause.runID) else { return false }
         let batches = sending ? notifier.update(pause, props, activities: activities, now: Int64(now())) : []
         let replacing = Ledger.Alongside(props: (pause.stateID, props.encoded(), true))
-        let enqueued = await outbox.enqueue(batches, alongside: replacing)
+        let enqueued = await outbox.enqueueAndSend(batches, alongside: replacing, receivedAt: receivedAt,
+                                                   runID: pause.runID, purpose: "refresh")
         // A refresh that found nothing new still counts what it was built with (or it would be started again).
         if enqueued != .refused { tracker.builtWith(arrivals, stateID: pause.stateID, replacing: true) }
-        guard case .queued(let items) = enqueued else { return enqueued == .nothingOwed }
-        Log.info("pause.refreshed", ["run": pause.runID, "state": pause.stateID, "updates": String(items.count)])
-        await outbox.send(items, receivedAt: receivedAt, runID: pause.runID, purpose: "refresh")
-        return true
+        if case .queued(let items) = enqueued {
+            Log.info("pause.refreshed", ["run": pause.runID, "state": pause.stateID, "updates": String(items.count)])
+        }
+        return enqueued != .refused
     }
 
     private func enqueueAndSend(_ batches: [OutboxBatch], alongside: Ledger.Alongside, _ pause: PauseRecord,
                                 receivedAt: Double, purpose: String) async -> Bool {
-        switch await outbox.enqueue(batches, alongside: alongside) {
-        case .refused: return false
-        case .nothingOwed: return true
-        case .queued(let items):
-            await outbox.send(items, receivedAt: receivedAt, runID: pause.runID, purpose: purpose)
-            return true
-        }
+        await outbox.enqueueAndSend(batches, alongside: alongside, receivedAt: receivedAt, runID: pause.runID,
+                                    purpose: purpose) != .refused
     }
 }

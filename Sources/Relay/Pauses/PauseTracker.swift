@@ -88,11 +88,14 @@ actor PauseTracker {
         var authRejected: Bool
         var socketDownSince: Double
         var waiting: Int
+        /// The relay's counters, read in the same turn as `waiting`: a scrape never sees a pause ended in the
+        /// counters but still waiting, or the other way round.
+        var counts: Metrics
     }
 
     func status() -> Status {
         Status(subscribed: subscribed, authRejected: authRejected, socketDownSince: socketDownSince,
-               waiting: watcher.waitingCount)
+               waiting: watcher.waitingCount, counts: tally.snapshot)
     }
 
     /// Every `tickInterval`: reminders and pruning, the paused listing when it is due, work to try again, and a look
