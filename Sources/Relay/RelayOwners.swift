@@ -28,7 +28,7 @@ struct RelayOwners: Sendable {
                                gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), notifier: notifier,
                                now: now)
         tracker = PauseTracker(ledger: ledger, prefect: prefect, runner: runner, tally: tally, now: now)
-        status = RelayStatus(tracker: tracker, ledger: ledger, outbox: outbox, tally: tally, apnsConfigured: apns != nil,
+        status = RelayStatus(tracker: tracker, ledger: ledger, outbox: outbox, apnsConfigured: apns != nil,
                              bounds: healthBounds)
     }
 }

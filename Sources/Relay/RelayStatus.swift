@@ -6,15 +6,14 @@ final class RelayStatus: Sendable {
     let tracker: PauseTracker
     let ledger: Ledger
     let outbox: OutboxSender
-    let tally: MetricsTally
     let apnsConfigured: Bool
     let bounds: HealthBounds
     /// The last verdict `watch` logged; the relay starts healthy.
     private let wasHealthy = Locked(true)
 
-    init(tracker: PauseTracker, ledger: Ledger, outbox: OutboxSender, tally: MetricsTally, apnsConfigured: Bool,
+    init(tracker: PauseTracker, ledger: Ledger, outbox: OutboxSender, apnsConfigured: Bool,
          bounds: HealthBounds = HealthBounds()) {
-        (self.tracker, self.ledger, self.outbox, self.tally) = (tracker, ledger, outbox, tally)
+        (self.tracker, self.ledger, self.outbox) = (tracker, ledger, outbox)
         self.apnsConfigured = apnsConfigured
         self.bounds = bounds
     }
