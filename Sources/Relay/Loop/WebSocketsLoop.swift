@@ -75,7 +75,30 @@ final class WebSocketsLoop: @unchecked Sendable {
             clientRootsDirectory = nil
         }
         protocolCount = handlers.count
-        protocols = .allocate(capacity: handlers.count + 1)
+        protocols = WebSocketsLoop.makeProtocols(handlers)
+        // Every stored property is set by now, so deinit runs for a failed init below and frees the protocols and
+        // strings; freeing them here too would be a double free.
+
+        // lws only logs a CA file it can't load and then fails every TLS connection; say so at start-up.
+        if let caFile = settings.clientCAFile, let problem = WebSocketsLoop.pemProblem(caFile) {
+            throw StartupError("PREFECT_CA_FILE", "\(problem); point it (or PREFECT_API_SSL_CERT_FILE, the same setting) at a readable PEM file, or unset it")
+        }
+        WebSocketsLoop.routeLibraryLogs()
+        guard let created = WebSocketsLoop.createContext(creationInfo(settings, usesClientTLS: usesClientTLS),
+                                                         settings: settings) else {
+            let what = settings.port >= 0 ? "could not listen on port \(settings.port) (in use, or not allowed)"
+                                          : "could not create the libwebsockets context"
+            throw StartupError(settings.portVariable, what + "; pick another \(settings.portVariable)")
+        }
+        context = created
+        if settings.port >= 0, let vhost = lws_get_vhost_by_name(created, "default") {
+            listenPort = Int(lws_get_vhost_listen_port(vhost))
+        }
+    }
+
+    /// One `lws_protocols` entry per handler plus lws's zeroed terminator; freed by `freeProtocols`.
+    private static func makeProtocols(_ handlers: [LWSHandler]) -> UnsafeMutablePointer<lws_protocols> {
+        let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: handlers.count + 1)
         protocols.initialize(repeating: lws_protocols(), count: handlers.count + 1)
         for (index, handler) in handlers.enumerated() {
             protocols[index].name = UnsafePointer(strdup(handler.protocolName))
@@ -84,15 +107,12 @@ final class WebSocketsLoop: @unchecked Sendable {
             // Borrowed: the loop keeps `handlers` alive until the context is destroyed.
             protocols[index].user = Unmanaged.passUnretained(handler as AnyObject).toOpaque()
         }
+        return protocols
+    }
 
-        if let caFile = settings.clientCAFile {
-            // lws only logs a CA file it can't load and then fails every TLS connection; say so at start-up.
-            if let problem = WebSocketsLoop.pemProblem(caFile) {
-                // Every stored property is set: deinit frees the protocols (as for a failed context below).
-                throw StartupError("PREFECT_CA_FILE", "\(problem); point it (or PREFECT_API_SSL_CERT_FILE, the same setting) at a readable PEM file, or unset it")
-            }
-        }
-        WebSocketsLoop.routeLibraryLogs()
+    /// The context's settings, every pointer in them owned by this loop (the per-call strings are
+    /// `createContext`'s).
+    private func creationInfo(_ settings: Settings, usesClientTLS: Bool) -> lws_context_creation_info {
         var info = lws_context_creation_info()
         info.port = Int32(settings.port)
         if let bindAddress { info.iface = UnsafePointer(bindAddress) }
@@ -109,9 +129,25 @@ final class WebSocketsLoop: @unchecked Sendable {
         info.max_http_header_pool = 64
         // Borrowed: the loop outlives its context (deinit destroys the context first).
         info.user = Unmanaged.passUnretained(self).toOpaque()
+        if settings.rawListener && settings.port >= 0 {
+            info.options |= UInt64(LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG)
+            info.listen_accept_role = UnsafePointer(acceptRole)
+            info.listen_accept_protocol = protocols[0].name
+            // Liveness of API connections is the handler's own (header and body deadlines).
+            info.timeout_secs = 5
+            // The listener, lws's wake-up pipe and room for the one `HTTPServer.adopt` closes to make space.
+            if let maxConnections = settings.maxConnections { info.fd_limit_per_thread = UInt32(maxConnections + 8) }
+        }
+        return info
+    }
+
+    /// `lws_create_context` with the client CA path and proxy added: lws copies both into the vhost, so their C
+    /// strings live only for this call.
+    private static func createContext(_ info: lws_context_creation_info, settings: Settings) -> OpaquePointer? {
+        var info = info
         let caCopy = settings.clientCAFile.map { strdup($0) }
         defer { caCopy.map { free($0) } }
-        // lws copies this into the vhost (user:pass@host:port; it base64s the credentials itself).
+        // user:pass@host:port; lws base64s the credentials itself.
         let proxyCopy = settings.clientProxy.map { proxy in
             strdup((proxy.username.map { "\($0):\(proxy.password ?? "")@" } ?? "") + proxy.authority)
         }
@@ -126,27 +162,7 @@ final class WebSocketsLoop: @unchecked Sendable {
             info.http_proxy_port = UInt32(proxy.port)
         }
         if let caCopy { info.client_ssl_ca_filepath = UnsafePointer(caCopy) }
-        if settings.rawListener && settings.port >= 0 {
-            info.options |= UInt64(LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG)
-            info.listen_accept_role = UnsafePointer(acceptRole)
-            info.listen_accept_protocol = protocols[0].name
-            // Liveness of API connections is the handler's own (header and body deadlines).
-            info.timeout_secs = 5
-            // The listener, lws's wake-up pipe and room for the one `HTTPServer.adopt` closes to make space.
-            if let maxConnections = settings.maxConnections { info.fd_limit_per_thread = UInt32(maxConnections + 8) }
-        }
-        let created: OpaquePointer? = lws_create_context(&info)
-        guard let created else {
-            // Every stored property is set by now, so deinit runs for this failed init and frees the protocols;
-            // freeing them here too would be a double free.
-            let what = settings.port >= 0 ? "could not listen on port \(settings.port) (in use, or not allowed)"
-                                          : "could not create the libwebsockets context"
-            throw StartupError(settings.portVariable, what + "; pick another \(settings.portVariable)")
-        }
-        context = created
-        if settings.port >= 0, let vhost = lws_get_vhost_by_name(created, "default") {
-            listenPort = Int(lws_get_vhost_listen_port(vhost))
-        }
+        return lws_create_context(&info)
     }
 
     deinit {
