@@ -52,70 +52,102 @@ public struct Metrics: Sendable {
     }
 
     public func render(devices: Int, waiting: Int, residentBytes: Int?) -> String {
-        var out = ""
-        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for (labels, value) in samples { out += "\(name)\(labels) \(value)\n" }
-        }
-        metric("prefect_push_events_received_total", "counter", "Events received from the Prefect events socket.",
-               [("", String(eventsReceived))])
-        metric("prefect_push_pauses_announced_total", "counter", "Pauses announced to phones.", [("", String(announced))])
-        metric("prefect_push_pauses_reminded_total", "counter", "Reminders sent before a pause times out.",
-               [("", String(reminded))])
-        metric("prefect_push_pauses_ended_total", "counter", "Pauses whose run moved on.", [("", String(ended))])
+        var out = Exposition()
+        renderPauses(into: &out)
+        renderPushes(into: &out)
+        renderPrefect(into: &out)
+        renderState(into: &out, devices: devices, waiting: waiting)
+        renderProcess(into: &out, residentBytes: residentBytes)
+        return out.text
+    }
+
+    /// Events in, and what the relay did about pauses.
+    private func renderPauses(into out: inout Exposition) {
+        out.metric("prefect_push_events_received_total", "counter", "Events received from the Prefect events socket.",
+                   [("", String(eventsReceived))])
+        out.metric("prefect_push_pauses_announced_total", "counter", "Pauses announced to phones.",
+                   [("", String(announced))])
+        out.metric("prefect_push_pauses_reminded_total", "counter", "Reminders sent before a pause times out.",
+                   [("", String(reminded))])
+        out.metric("prefect_push_pauses_ended_total", "counter", "Pauses whose run moved on.", [("", String(ended))])
+    }
+
+    /// Pushes by outcome, their latency, retries, the outbox and APNs connections.
+    private func renderPushes(into out: inout Exposition) {
         // The delivered series exist from the start, so a rate over them (and the alerts on it) has data at once.
         var pushes = self.pushes
         for kind in ["alert", "liveactivity"] { pushes[PushKey(kind: kind, status: "200", reason: ""), default: 0] += 0 }
         let pushSamples = pushes.sorted { ($0.key.kind, $0.key.status, $0.key.reason) < ($1.key.kind, $1.key.status, $1.key.reason) }
             .map { ("{kind=\"\(escape($0.key.kind))\",status=\"\(escape($0.key.status))\",reason=\"\(escape($0.key.reason))\"}",
                     String($0.value)) }
-        metric("prefect_push_pushes_total", "counter", "APNs pushes by kind and outcome.", pushSamples)
-        out += latency.render(name: "prefect_push_event_to_apns_seconds",
-                              help: "Seconds from a pause event's arrival to APNs' answer, per push.")
-        metric("prefect_push_push_retries_total", "counter", "Stored pushes scheduled again after no usable answer.",
-               [("", String(pushRetries))])
-        metric("prefect_push_outbox_pending", "gauge", "Pushes stored in the outbox and not yet answered.",
-               [("", String(outboxPending))])
-        metric("prefect_push_apns_connections_opened_total", "counter", "APNs HTTP/2 connections opened.",
-               [("", String(apnsConnectionsOpened))])
-        metric("prefect_push_prefect_connections_opened_total", "counter", "Connections opened for REST calls to Prefect.",
-               [("", String(prefectConnectionsOpened))])
-        metric("prefect_push_prefect_reads_stalled_total", "counter",
-               "REST reads to Prefect that went a second without an answer.", [("", String(prefectReadsStalled))])
-        metric("prefect_push_prefect_reads_abandoned_total", "counter",
-               "REST reads to Prefect whose caller timed out while the request stayed open.",
-               [("", String(prefectReadsAbandoned))])
-        metric("prefect_push_prefect_reads_in_flight", "gauge",
-               "REST requests open at Prefect, abandoned ones included.", [("", String(prefectReadsInFlight))])
-        metric("prefect_push_socket_reconnects_total", "counter", "Times the events socket dropped.",
-               [("", String(reconnects))])
-        metric("prefect_push_subscribed", "gauge", "1 while the events socket is authenticated and filtered.",
-               [("", subscribed ? "1" : "0")])
-        metric("prefect_push_devices", "gauge", "Registered devices.", [("", String(devices))])
-        metric("prefect_push_waiting", "gauge", "Pauses still waiting on a person.", [("", String(waiting))])
-        metric("prefect_push_outbox_oldest_pending_seconds", "gauge",
-               "Seconds since the oldest push still in the outbox was stored; 0 when it is empty.",
-               [("", Metrics.number(oldestPendingSeconds))])
-        metric("prefect_push_store_errors_total", "counter", "Store reads and writes that failed.",
-               [("", String(storeErrors))])
-        metric("prefect_push_store_failing", "gauge", "1 while store writes have failed past the health bound, or the file is lost.",
-               [("", storeFailing ? "1" : "0")])
-        metric("prefect_push_credential_rejected", "gauge", "1 while Prefect refuses the relay's credential.",
-               [("", credentialRejected ? "1" : "0")])
-        metric("prefect_push_apns_unreachable", "gauge", "1 while an APNs host has been unreachable past the health bound.",
-               [("", apnsUnreachable ? "1" : "0")])
-        metric("prefect_push_healthy", "gauge", "1 when /health answers 200, 0 when it answers 503.",
-               [("", healthy ? "1" : "0")])
+        out.metric("prefect_push_pushes_total", "counter", "APNs pushes by kind and outcome.", pushSamples)
+        out.text += latency.render(name: "prefect_push_event_to_apns_seconds",
+                                   help: "Seconds from a pause event's arrival to APNs' answer, per push.")
+        out.metric("prefect_push_push_retries_total", "counter", "Stored pushes scheduled again after no usable answer.",
+                   [("", String(pushRetries))])
+        out.metric("prefect_push_outbox_pending", "gauge", "Pushes stored in the outbox and not yet answered.",
+                   [("", String(outboxPending))])
+        out.metric("prefect_push_apns_connections_opened_total", "counter", "APNs HTTP/2 connections opened.",
+                   [("", String(apnsConnectionsOpened))])
+    }
+
+    /// The REST reads and the events socket.
+    private func renderPrefect(into out: inout Exposition) {
+        out.metric("prefect_push_prefect_connections_opened_total", "counter", "Connections opened for REST calls to Prefect.",
+                   [("", String(prefectConnectionsOpened))])
+        out.metric("prefect_push_prefect_reads_stalled_total", "counter",
+                   "REST reads to Prefect that went a second without an answer.", [("", String(prefectReadsStalled))])
+        out.metric("prefect_push_prefect_reads_abandoned_total", "counter",
+                   "REST reads to Prefect whose caller timed out while the request stayed open.",
+                   [("", String(prefectReadsAbandoned))])
+        out.metric("prefect_push_prefect_reads_in_flight", "gauge",
+                   "REST requests open at Prefect, abandoned ones included.", [("", String(prefectReadsInFlight))])
+        out.metric("prefect_push_socket_reconnects_total", "counter", "Times the events socket dropped.",
+                   [("", String(reconnects))])
+        out.metric("prefect_push_subscribed", "gauge", "1 while the events socket is authenticated and filtered.",
+                   [("", subscribed ? "1" : "0")])
+    }
+
+    /// What the relay holds, and the health verdict's gauges.
+    private func renderState(into out: inout Exposition, devices: Int, waiting: Int) {
+        out.metric("prefect_push_devices", "gauge", "Registered devices.", [("", String(devices))])
+        out.metric("prefect_push_waiting", "gauge", "Pauses still waiting on a person.", [("", String(waiting))])
+        out.metric("prefect_push_outbox_oldest_pending_seconds", "gauge",
+                   "Seconds since the oldest push still in the outbox was stored; 0 when it is empty.",
+                   [("", Metrics.number(oldestPendingSeconds))])
+        out.metric("prefect_push_store_errors_total", "counter", "Store reads and writes that failed.",
+                   [("", String(storeErrors))])
+        out.metric("prefect_push_store_failing", "gauge", "1 while store writes have failed past the health bound, or the file is lost.",
+                   [("", storeFailing ? "1" : "0")])
+        out.metric("prefect_push_credential_rejected", "gauge", "1 while Prefect refuses the relay's credential.",
+                   [("", credentialRejected ? "1" : "0")])
+        out.metric("prefect_push_apns_unreachable", "gauge", "1 while an APNs host has been unreachable past the health bound.",
+                   [("", apnsUnreachable ? "1" : "0")])
+        out.metric("prefect_push_healthy", "gauge", "1 when /health answers 200, 0 when it answers 503.",
+                   [("", healthy ? "1" : "0")])
+    }
+
+    /// The build and the process.
+    private func renderProcess(into out: inout Exposition, residentBytes: Int?) {
         if !buildVersion.isEmpty {
-            metric("prefect_push_build_info", "gauge", "The running build: its version and commit (always 1).",
-                   [("{version=\"\(escape(buildVersion))\",commit=\"\(escape(buildCommit))\"}", "1")])
+            out.metric("prefect_push_build_info", "gauge", "The running build: its version and commit (always 1).",
+                       [("{version=\"\(escape(buildVersion))\",commit=\"\(escape(buildCommit))\"}", "1")])
         }
         if let residentBytes {
-            metric("prefect_push_resident_memory_bytes", "gauge", "Resident set size of the relay.",
-                   [("", String(residentBytes))])
+            out.metric("prefect_push_resident_memory_bytes", "gauge", "Resident set size of the relay.",
+                       [("", String(residentBytes))])
         }
-        if let process { out += process.render() }
-        return out
+        if let process { out.text += process.render() }
+    }
+
+    /// The text being rendered, a metric (HELP, TYPE, samples) at a time.
+    private struct Exposition {
+        var text = ""
+
+        mutating func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for (labels, value) in samples { text += "\(name)\(labels) \(value)\n" }
+        }
     }
 
     /// A sample value: integers without a fraction, others as Swift prints a Double (which Prometheus reads).
