@@ -180,33 +180,8 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
         guard !rest.contains("/"), !rest.contains("?"), !rest.contains("#") else {
             throw ConfigError(variable, "must be a proxy origin like http://proxy:3128, without a path")
         }
-        var username: String?
-        var password: String?
-        if let at = rest.lastIndex(of: "@") {
-            let userinfo = rest[..<at]
-            rest = rest[rest.index(after: at)...]
-            let colon = userinfo.firstIndex(of: ":")
-            guard let user = percentDecoded(colon.map { userinfo[..<$0] } ?? userinfo),
-                  let pass = percentDecoded(colon.map { userinfo[userinfo.index(after: $0)...] } ?? "") else {
-                throw ConfigError(variable, "has a malformed %-escape in its credentials")
-            }
-            username = user
-            password = colon == nil ? nil : pass
-        }
-        var host: Substring
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw ConfigError(variable, "has an unclosed [ in its host") }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() }
-            else if !after.isEmpty { throw ConfigError(variable, "must be a proxy origin like http://[::1]:3128") }
-        } else if let colon = rest.firstIndex(of: ":") {
-            host = rest[..<colon]
-            portText = rest[rest.index(after: colon)...]
-        } else {
-            host = rest
-        }
+        let (username, password) = try takeCredentials(from: &rest, variable: variable)
+        let (host, portText) = try splitHostPort(rest, variable: variable)
         guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }) else {
             throw ConfigError(variable, "must name a proxy host, like http://proxy:3128")
         }
@@ -227,6 +202,39 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
             port = value
         }
         return ProxyEndpoint(host: String(host), port: port, username: username, password: password)
+    }
+
+    /// Takes `user[:pass]@` off the front of `rest`, %-decoded: (nil, nil) without one, a nil password without a colon.
+    private static func takeCredentials(from rest: inout Substring, variable: String) throws(ConfigError)
+        -> (username: String?, password: String?)
+    {
+        guard let at = rest.lastIndex(of: "@") else { return (nil, nil) }
+        let userinfo = rest[..<at]
+        rest = rest[rest.index(after: at)...]
+        let colon = userinfo.firstIndex(of: ":")
+        guard let user = percentDecoded(colon.map { userinfo[..<$0] } ?? userinfo),
+              let pass = percentDecoded(colon.map { userinfo[userinfo.index(after: $0)...] } ?? "") else {
+            throw ConfigError(variable, "has a malformed %-escape in its credentials")
+        }
+        return (user, colon == nil ? nil : pass)
+    }
+
+    /// `host`, `host:port`, `[v6]` or `[v6]:port`: the host (without brackets) and the port's text, if any.
+    private static func splitHostPort(_ rest: Substring, variable: String) throws(ConfigError)
+        -> (host: Substring, portText: Substring?)
+    {
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw ConfigError(variable, "has an unclosed [ in its host") }
+            let host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if after.hasPrefix(":") { return (host, after.dropFirst()) }
+            guard after.isEmpty else { throw ConfigError(variable, "must be a proxy origin like http://[::1]:3128") }
+            return (host, nil)
+        }
+        if let colon = rest.firstIndex(of: ":") {
+            return (rest[..<colon], rest[rest.index(after: colon)...])
+        }
+        return (rest, nil)
     }
 
     private static func percentDecoded(_ text: Substring) -> String? {
