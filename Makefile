@@ -43,7 +43,7 @@ CHAOS_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test k8s-validate run demo bench bench-build size-report chaos \
+.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test lint k8s-validate run demo bench bench-build size-report chaos \
         chaos-quick chaos-asan chaos-asan-smoke soak clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
@@ -113,7 +113,7 @@ debug: deps-apt
 # have passed, the relay built plain and with AddressSanitizer. The test run is bounded
 # (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
 TEST_BOUND_SECONDS ?= 900
-test: deps k8s-validate prometheus-check release-inputs
+test: deps lint k8s-validate prometheus-check release-inputs
 	$(VENV)/bin/python tools/verdict-selftest.py
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
@@ -123,6 +123,10 @@ test: deps k8s-validate prometheus-check release-inputs
 	$(MAKE) --no-print-directory chaos-quick
 	$(MAKE) --no-print-directory chaos-asan-smoke
 	PREFECT_BIN=$(CURDIR)/$(PREFECT) PROMETHEUS_BIN=/usr/bin/prometheus SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
+
+# No function or initializer in Sources over 60 lines (tools/long_functions.py lists any that are).
+lint:
+	$(PYTHON) tools/long_functions.py
 
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
 # (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
