@@ -7,26 +7,15 @@ import RelayCore
 
 extension APNsLink {
     /// Builds the request headers and submits them with the body as a data provider. Returns the stream id
-    /// or a negative nghttp2 error.
+    /// or a negative nghttp2 error. The header pointers are used only inside the closures that lend them:
+    /// `nghttp2_submit_request` copies every name and value before it returns.
     func submitRequest(_ request: APNsRequest, authority: String, box: UnsafeMutableRawPointer) -> Int32 {
-        // Pseudo-headers first, then the request's prebuilt fields; :path without indexing (as Apple asks; HPACK).
         var path = request.path
         var authority = authority
         return path.withUTF8 { path in
             authority.withUTF8 { authority in
-                request.fields.withNameValues(leading: 4) { nva in
-                    func field(_ name: StaticString, _ value: UnsafeBufferPointer<UInt8>, _ flag: nghttp2_nv_flag) -> nghttp2_nv {
-                        nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: UnsafeMutablePointer(mutating: value.baseAddress!),
-                                   namelen: name.utf8CodeUnitCount, valuelen: value.count, flags: UInt8(flag.rawValue))
-                    }
-                    func field(_ name: StaticString, _ value: StaticString) -> nghttp2_nv {
-                        value.withUTF8Buffer { field(name, $0, NGHTTP2_NV_FLAG_NONE) }
-                    }
-                    // nghttp2_nv is a plain C struct: assigning into the uninitialized entries is initializing them.
-                    nva[0] = field(":method", "POST")
-                    nva[1] = field(":scheme", "https")
-                    nva[2] = field(":authority", authority, NGHTTP2_NV_FLAG_NONE)
-                    nva[3] = field(":path", path, NGHTTP2_NV_FLAG_NO_INDEX)
+                request.fields.withNameValues(authority: authority, path: path) { nva in
+                    // The provider struct is copied too; its source, the box, lives until the stream is done with it.
                     var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: box), read_callback: readRequestBody)
                     return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, box)
                 }

@@ -20,53 +20,75 @@ struct APNsRequest: Sendable {
 }
 
 /// Request headers (plus `content-length`) in one immutable byte buffer, ready to hand to nghttp2 as `nghttp2_nv`s.
-/// Apple asks for `authorization` as a literal without indexing (HPACK; "Sending notification requests to APNs").
+/// Apple asks for `authorization` as a literal without indexing (HPACK; "Sending notification requests to APNs"),
+/// and for `:path` the same.
 struct HeaderFields: Sendable {
     private struct Span: Sendable {
         let name: Range<Int>
         let value: Range<Int>
         let neverIndex: Bool
+
+        /// The entry for this field in `arena`, or with `value` instead of the arena's.
+        func entry(in arena: UnsafeBufferPointer<UInt8>, value other: UnsafeBufferPointer<UInt8>? = nil) -> nghttp2_nv {
+            let base = UnsafeMutablePointer(mutating: arena.baseAddress!)
+            let flag = neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue
+            return nghttp2_nv(name: base + name.lowerBound,
+                              value: other.map { UnsafeMutablePointer(mutating: $0.baseAddress!) } ?? base + value.lowerBound,
+                              namelen: name.count, valuelen: other?.count ?? value.count, flags: UInt8(flag))
+        }
     }
 
     private let arena: [UInt8]
     private let spans: [Span]
 
     init(_ headers: [(name: String, value: String)], bodyCount: Int) {
+        self.init(packing: headers + [("content-length", String(bodyCount))])
+    }
+
+    private init(packing headers: [(name: String, value: String)]) {
         var arena: [UInt8] = []
         var spans: [Span] = []
-        for (name, value) in headers + [("content-length", String(bodyCount))] {
+        for (name, value) in headers {
             let nameStart = arena.count
             arena.append(contentsOf: name.utf8)
             let valueStart = arena.count
             arena.append(contentsOf: value.utf8)
             spans.append(Span(name: nameStart..<valueStart, value: valueStart..<arena.count,
-                              neverIndex: name == "authorization"))
+                              neverIndex: name == "authorization" || name == ":path"))
         }
         self.arena = arena
         self.spans = spans
     }
 
+    /// The pseudo-headers, in the order they go out; `:authority` and `:path` take their values from the request.
+    private static let pseudoHeaders = HeaderFields(packing: [(":method", "POST"), (":scheme", "https"),
+                                                              (":authority", ""), (":path", "")])
+
     var count: Int { spans.count }
 
-    /// Calls `body` with room for `leading` more entries (the pseudo-headers, for the caller to fill) followed by
-    /// one `nghttp2_nv` per field, all valid only during the call (nghttp2 copies them on submit). The entries live
-    /// on the stack: a request costs no allocation here.
-    func withNameValues<R>(leading: Int, _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> R) -> R {
-        arena.withUnsafeBufferPointer { storage in
-            let base = UnsafeMutablePointer(mutating: storage.baseAddress!)
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: leading + spans.count) { nva in
-                for (offset, span) in spans.enumerated() {
-                    let flag = span.neverIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue
-                    (nva.baseAddress! + leading + offset).initialize(to: nghttp2_nv(
-                        name: base + span.name.lowerBound, value: base + span.value.lowerBound,
-                        namelen: span.name.count, valuelen: span.value.count, flags: UInt8(flag)))
+    /// Calls `body` with the request's `nghttp2_nv`s: the pseudo-headers first, then one per field. They point into
+    /// `authority`, `path` and the arenas, so they are valid only during the call; nghttp2 copies every name and value
+    /// on submit (no `NO_COPY` flags here), so none has to outlive it. The entries live on the stack: a request
+    /// costs no allocation here.
+    func withNameValues<R>(authority: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>,
+                           _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> R) -> R {
+        let pseudo = HeaderFields.pseudoHeaders
+        return pseudo.arena.withUnsafeBufferPointer { fixed in
+            arena.withUnsafeBufferPointer { storage in
+                withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: pseudo.count + spans.count) { nva in
+                    nva.initializeElement(at: 0, to: pseudo.spans[0].entry(in: fixed))
+                    nva.initializeElement(at: 1, to: pseudo.spans[1].entry(in: fixed))
+                    nva.initializeElement(at: 2, to: pseudo.spans[2].entry(in: fixed, value: authority))
+                    nva.initializeElement(at: 3, to: pseudo.spans[3].entry(in: fixed, value: path))
+                    for (offset, span) in spans.enumerated() {
+                        nva.initializeElement(at: pseudo.count + offset, to: span.entry(in: storage))
+                    }
+                    return body(nva)
                 }
-                return body(nva)
             }
         }
     }
 }
-
 
 /// Per-stream state box: the request, its continuation, and the response as it arrives.
 ///
