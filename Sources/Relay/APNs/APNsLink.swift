@@ -11,8 +11,9 @@ final class APNsLink {
     let socket: TLSSocket
     let id: Int
     private(set) var session: OpaquePointer?
-    /// Streams on the wire. Each value is the `passRetained` reference also stored as stream user data;
-    /// removing it from here (in `takeBox`) is the one place it is released.
+    /// Streams on the wire. Each value is the `passRetained` reference also stored as stream user data and as
+    /// the stream's data provider source; it is released when it leaves here, in `takeBox` (nghttp2 is done with
+    /// the stream) or in `close` (after the session is deleted).
     private(set) var streams: [Int32: Unmanaged<PendingPush>] = [:]
     /// Pushes this link will not answer but that never reached APNs (refused, or not sent): resend elsewhere.
     var resend: [PendingPush] = []
@@ -40,9 +41,12 @@ final class APNsLink {
                           "nghttp2_submit_settings")
     }
 
-    // The session goes first (it may still reference stream boxes, which `close` has already taken back);
-    // the socket is released after this body, which frees the SSL* and then the fd.
-    deinit { nghttp2_session_del(session) }
+    // The session is already gone after `close` (nil: a no-op); a link that never opened a stream (a failed init)
+    // deletes it here. The socket is released after this body, which frees the SSL* and then the fd.
+    deinit {
+        assert(streams.isEmpty, "an APNsLink with open streams must be closed before it is dropped")
+        nghttp2_session_del(session)
+    }
 
     // MARK: - Streams
 
@@ -54,7 +58,7 @@ final class APNsLink {
     }
 
     var acceptsStreams: Bool {
-        !goingAway && failure == nil && nghttp2_session_check_request_allowed(session) != 0
+        session != nil && !goingAway && failure == nil && nghttp2_session_check_request_allowed(session) != 0
     }
 
     /// Starts one request. Returns false (the push untouched) when this session takes no more streams.
@@ -63,7 +67,7 @@ final class APNsLink {
         let streamID = submitRequest(push.request, authority: authority, box: retained.toOpaque())
         if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { goingAway = true }
         guard streamID > 0 else {
-            // Never handed to nghttp2: undo the retain here, the only release outside takeBox.
+            // Never handed to nghttp2: undo the retain here.
             retained.release()
             return false
         }
@@ -105,10 +109,18 @@ final class APNsLink {
         }
     }
 
-    /// Ends every stream still open when the link is dropped: unsent ones are resent, the rest are lost.
+    /// Ends every stream still open when the link is dropped: unsent ones are resent, the rest are lost. The
+    /// session is deleted here, before the boxes are released: until then its streams still hold them as user data
+    /// and as their data providers' source, and a provider reads its box whenever the session packs DATA.
+    /// `nghttp2_session_del` calls no callback, so nothing reads them on the way out. The link is not used after this.
     func close(reason: String) {
-        for streamID in Array(streams.keys).sorted() {
-            guard let push = takeBox(streamID), !push.isFinished else { continue }
+        nghttp2_session_del(session)
+        session = nil
+        let open = streams.sorted { $0.key < $1.key }
+        streams = [:]
+        for (_, retained) in open {
+            let push = retained.takeRetainedValue()
+            guard !push.isFinished else { continue }
             if push.sent {
                 push.finish(.lost(reason))
             } else {
@@ -153,7 +165,7 @@ final class APNsLink {
 
     /// Neither side has anything more to say on this session.
     var isFinished: Bool {
-        failure != nil || (goingAway && streams.isEmpty)
+        session == nil || failure != nil || (goingAway && streams.isEmpty)
             || (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
     }
 
