@@ -89,7 +89,6 @@ extension HTTPPool {
         switch connected.result {
         case .success(let stream):
             HTTPPool.openedCounter.add(1, ordering: .relaxed)
-            opened.add(1, ordering: .relaxed)
             connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream, now: now))
             Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id),
                                                  "open": String(connections.count { $0.origin == origin }),

@@ -120,9 +120,6 @@ final class HTTPPool: @unchecked Sendable {
     /// TCP (and for https, TLS) connections opened to any REST origin since start-up (`/metrics`). Any thread.
     static var connectionsOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
     static let openedCounter = Atomic<Int>(0)
-    /// The same, for this pool only. Any thread.
-    var connectionsOpened: Int { opened.load(ordering: .relaxed) }
-    let opened = Atomic<Int>(0)
 
     /// Requests to any REST origin that went `stallMs` without an answer, since start-up (`/metrics`). Any thread.
     static var readsStalledTotal: Int { stalledCounter.load(ordering: .relaxed) }
