@@ -360,11 +360,43 @@ private struct Reader: ~Copyable {
         let first = index
         let negative = byte(index) == 0x2D
         if negative { index += 1 }
-        // Up to 19 significant digits, enough for any Int64 and for the exact-double shortcut below.
-        var mantissa: UInt64 = 0
-        var significant = 0
-        var fractionDigits = 0
+        var digits = Digits()
+        try readIntegerPart(into: &digits, first: first)
+        let integerDigits = digits.significant
 
+        var isInteger = true
+        if index < count, byte(index) == 0x2E {
+            isInteger = false
+            try readFraction(into: &digits)
+        }
+        var exponent = 0
+        if index < count, byte(index) | 0x20 == 0x65 {
+            isInteger = false
+            exponent = try readExponent()
+        }
+
+        if isInteger {
+            let limit: UInt64 = negative ? 1 << 63 : UInt64(Int64.max)
+            guard integerDigits <= 19, digits.mantissa <= limit else {
+                throw JSONParseError(message: "integer at offset \(first) does not fit in 64 bits", offset: first)
+            }
+            return .int(negative ? Int64(bitPattern: 0 &- digits.mantissa) : Int64(digits.mantissa))
+        }
+        return try real(digits, exponent: exponent, negative: negative, first: first)
+    }
+
+    /// A number's significant digits as they are read: up to 19 of them, enough for any Int64 and for the
+    /// exact-double shortcut in `real`. A value on the stack, so reading a number allocates nothing.
+    struct Digits {
+        var mantissa: UInt64 = 0
+        /// Significant digits seen (leading zeros of a fraction don't count), including any past the 19 kept.
+        var significant = 0
+        /// How many of the kept digits come after the point.
+        var fractionDigits = 0
+    }
+
+    /// `0 | [1-9][0-9]*` at `index`; `first` is where the number (its sign) began, for the leading-zero error.
+    @inline(__always) mutating func readIntegerPart(into digits: inout Digits, first: Int) throws(JSONParseError) {
         guard index < count else { throw unexpected("expected a digit") }
         let lead = byte(index)
         if lead == 0x30 {
@@ -376,63 +408,59 @@ private struct Reader: ~Copyable {
             while index < count {
                 let digit = byte(index) &- 0x30
                 guard digit <= 9 else { break }
-                significant += 1
-                if significant <= 19 { mantissa = mantissa &* 10 &+ UInt64(digit) }
+                digits.significant += 1
+                if digits.significant <= 19 { digits.mantissa = digits.mantissa &* 10 &+ UInt64(digit) }
                 index += 1
             }
         } else {
             throw unexpected("expected a digit")
         }
-        let integerDigits = significant
+    }
 
-        var isInteger = true
-        if index < count, byte(index) == 0x2E {
-            isInteger = false
-            index += 1
-            guard index < count, byte(index) &- 0x30 <= 9 else { throw unexpected("expected a digit after '.'") }
-            while index < count {
-                let digit = byte(index) &- 0x30
-                guard digit <= 9 else { break }
-                if digit != 0 || significant > 0 { significant += 1 }
-                if significant <= 19 {
-                    mantissa = mantissa &* 10 &+ UInt64(digit)
-                    fractionDigits += 1
-                }
-                index += 1
+    /// `. [0-9]+` at `index` (the point).
+    @inline(__always) mutating func readFraction(into digits: inout Digits) throws(JSONParseError) {
+        index += 1
+        guard index < count, byte(index) &- 0x30 <= 9 else { throw unexpected("expected a digit after '.'") }
+        while index < count {
+            let digit = byte(index) &- 0x30
+            guard digit <= 9 else { break }
+            if digit != 0 || digits.significant > 0 { digits.significant += 1 }
+            if digits.significant <= 19 {
+                digits.mantissa = digits.mantissa &* 10 &+ UInt64(digit)
+                digits.fractionDigits += 1
             }
+            index += 1
         }
+    }
+
+    /// `[eE] [+-]? [0-9]+` at `index` (the e): the exponent, held at ±100,000 (past any double's range either way).
+    @inline(__always) mutating func readExponent() throws(JSONParseError) -> Int {
+        index += 1
+        var negative = false
+        if index < count, byte(index) == 0x2B || byte(index) == 0x2D {
+            negative = byte(index) == 0x2D
+            index += 1
+        }
+        guard index < count, byte(index) &- 0x30 <= 9 else { throw unexpected("expected a digit in the exponent") }
         var exponent = 0
-        if index < count, byte(index) | 0x20 == 0x65 {
-            isInteger = false
+        while index < count {
+            let digit = byte(index) &- 0x30
+            guard digit <= 9 else { break }
+            if exponent < 100_000 { exponent = exponent * 10 + Int(digit) }
             index += 1
-            var negativeExponent = false
-            if index < count, byte(index) == 0x2B || byte(index) == 0x2D {
-                negativeExponent = byte(index) == 0x2D
-                index += 1
-            }
-            guard index < count, byte(index) &- 0x30 <= 9 else { throw unexpected("expected a digit in the exponent") }
-            while index < count {
-                let digit = byte(index) &- 0x30
-                guard digit <= 9 else { break }
-                if exponent < 100_000 { exponent = exponent * 10 + Int(digit) }  // past any double's range either way
-                index += 1
-            }
-            if negativeExponent { exponent = -exponent }
         }
+        return negative ? -exponent : exponent
+    }
 
-        if isInteger {
-            let limit: UInt64 = negative ? 1 << 63 : UInt64(Int64.max)
-            guard integerDigits <= 19, mantissa <= limit else {
-                throw JSONParseError(message: "integer at offset \(first) does not fit in 64 bits", offset: first)
-            }
-            return .int(negative ? Int64(bitPattern: 0 &- mantissa) : Int64(mantissa))
-        }
-
+    /// The double for a number read from `first` up to `index`, which must be finite.
+    @inline(__always) func real(_ digits: Digits, exponent: Int, negative: Bool, first: Int) throws(JSONParseError)
+        -> JSONValue
+    {
         // Exact shortcut (Clinger): a mantissa below 2^53 and a power of ten up to 10^22 are both exact doubles,
         // so one multiply or divide rounds correctly. Anything else goes to the standard library's conversion.
-        let power = exponent - fractionDigits
-        if significant <= 19, mantissa <= 1 << 53, power >= -22 && power <= 22 {
-            var value = Double(mantissa)
+        let power = exponent - digits.fractionDigits
+        if digits.significant <= 19, digits.mantissa <= 1 << 53, power >= -22 && power <= 22 {
+            var value = Double(digits.mantissa)
             value = power < 0 ? value / Reader.powersOfTen[-power] : value * Reader.powersOfTen[power]
             return .double(negative ? -value : value)
         }
