@@ -157,19 +157,8 @@ package enum RelayMain {
     }
 
     private static func start(_ parts: Parts, config: Config, budget: DescriptorBudget) -> Running {
-        let (owners, tracker, prefect) = (parts.owners, parts.owners.tracker, parts.prefect)
-        // Credential checks on connections of their own: up to `Authorizer.maxConcurrentChecks` may hang at Prefect
-        // without a pause's reads waiting behind them.
-        let checks = PrefectClient(config: config, http: parts.credentialHTTP)
-        let authorizer = Authorizer(check: { header in await checks.checkCredential(header) })
-        let api = API(ledger: owners.ledger, outbox: owners.outbox, notifier: owners.notifier, status: owners.status,
-                      authorizer: authorizer, maxDevices: config.maxDevices)
-        var limits = HTTPServer.Limits()
-        limits.maxConnections = budget.apiConnections
-        limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
-        let server = HTTPServer(router: Router(basePath: config.basePath), limits: limits) { request, reply in
-            Task(executorPreference: RelayExecutor.api) { reply(await api.handle(request)) }
-        }
+        let (owners, tracker) = (parts.owners, parts.owners.tracker)
+        let server = apiServer(parts, config: config, budget: budget)
         // Socket messages reach the relay one at a time, in order. Bounded: if the relay ever fell this far behind,
         // the oldest events go first; the paused listing (every 60 s and on each subscribe) recovers what they carried.
         let (socketMessages, socketSink) = AsyncStream.makeStream(of: SocketMessage.self,
@@ -202,20 +191,48 @@ package enum RelayMain {
         events.loop = loop
         loop.start()
         apiLoop.start()
-        Log.info("relay.started", ["version": BuildInfo.version, "commit": BuildInfo.commit, "port": String(apiLoop.listenPort ?? config.port),
-                                   "base_path": config.basePath.isEmpty ? "/" : config.basePath,
-                                   "prefect": config.prefectAPI.string, "apns": parts.apns == nil ? "off" : "on",
-                                   "db": config.dbPath,
-                                   "prefect_route": config.proxy.route(for: config.prefectAPI).description,
-                                   "apns_route": config.proxy.route(for: config.apnsProduction).description,
-                                   "metrics": metricsLoop?.listenPort.map { "\(config.metricsBind):\($0)" } ?? "off"])
-        if parts.apns == nil { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
-        if config.prefectAuthorization == nil { warnIfOpen(prefect) }
+        logStarted(config, apiPort: apiLoop.listenPort ?? config.port, metricsPort: metricsLoop?.listenPort,
+                   apns: parts.apns != nil)
+        if config.prefectAuthorization == nil { warnIfOpen(parts.prefect) }
         _ = Task(executorPreference: RelayExecutor.shared) {
             for await message in socketMessages { await tracker.received(message) }
         }
-        let (outbox, status) = (owners.outbox, owners.status)
-        let ticker = Task(executorPreference: RelayExecutor.shared) {
+        let ticker = startTicker(owners)
+        events.start()
+        return Running(loop: loop, apiLoop: apiLoop, metricsLoop: metricsLoop, events: events, socketSink: socketSink, ticker: ticker)
+    }
+
+    /// The HTTP API: its handlers on the API's executor, its credential checks on connections of their own (up to
+    /// `Authorizer.maxConcurrentChecks` may hang at Prefect without a pause's reads waiting behind them).
+    private static func apiServer(_ parts: Parts, config: Config, budget: DescriptorBudget) -> HTTPServer {
+        let owners = parts.owners
+        let checks = PrefectClient(config: config, http: parts.credentialHTTP)
+        let authorizer = Authorizer(check: { header in await checks.checkCredential(header) })
+        let api = API(ledger: owners.ledger, outbox: owners.outbox, notifier: owners.notifier, status: owners.status,
+                      authorizer: authorizer, maxDevices: config.maxDevices)
+        var limits = HTTPServer.Limits()
+        limits.maxConnections = budget.apiConnections
+        limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
+        return HTTPServer(router: Router(basePath: config.basePath), limits: limits) { request, reply in
+            Task(executorPreference: RelayExecutor.api) { reply(await api.handle(request)) }
+        }
+    }
+
+    private static func logStarted(_ config: Config, apiPort: Int, metricsPort: Int?, apns: Bool) {
+        Log.info("relay.started", ["version": BuildInfo.version, "commit": BuildInfo.commit, "port": String(apiPort),
+                                   "base_path": config.basePath.isEmpty ? "/" : config.basePath,
+                                   "prefect": config.prefectAPI.string, "apns": apns ? "on" : "off",
+                                   "db": config.dbPath,
+                                   "prefect_route": config.proxy.route(for: config.prefectAPI).description,
+                                   "apns_route": config.proxy.route(for: config.apnsProduction).description,
+                                   "metrics": metricsPort.map { "\(config.metricsBind):\($0)" } ?? "off"])
+        if !apns { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
+    }
+
+    /// Every `PauseTracker.tickInterval`, each owner's tick in turn, then the health watch.
+    private static func startTicker(_ owners: RelayOwners) -> Task<Void, Never> {
+        let (tracker, outbox, status) = (owners.tracker, owners.outbox, owners.status)
+        return Task(executorPreference: RelayExecutor.shared) {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(PauseTracker.tickInterval))
                 await tracker.tick()
@@ -224,8 +241,6 @@ package enum RelayMain {
                 Log.writeSuppressedCounts()
             }
         }
-        events.start()
-        return Running(loop: loop, apiLoop: apiLoop, metricsLoop: metricsLoop, events: events, socketSink: socketSink, ticker: ticker)
     }
 
     /// Without a credential configured, asks Prefect once whether it answers without one, and warns if so (the API
