@@ -42,7 +42,8 @@ extension APNsClient {
                 case .resend(let push, let token):
                     send([(index, push)], token)
                 case .resendLater(let push, let token, let ms):
-                    Task {
+                    // On the relay's executor, like the fan-out: an unstructured task would run on the global pool.
+                    Task(executorPreference: RelayExecutor.shared) {
                         try? await Task.sleep(nanoseconds: UInt64(ms) * 1_000_000)
                         send([(index, push)], token)
                     }

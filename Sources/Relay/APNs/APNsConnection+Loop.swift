@@ -40,9 +40,6 @@ extension APNsConnection {
         }
     }
 
-    /// The longest the loop sleeps while it has a link (see `waitForEvents`).
-    static let maxSleepMs: Int64 = 1_000
-
     private func openLink() {
         linksOpened += 1
         let started = monotonicMs()
@@ -115,9 +112,7 @@ extension APNsConnection {
         if let link {
             soonest(link.pingSentAt.map { $0 + Int64(options.pingTimeoutMs) } ?? nextPing(of: link))
         }
-        // A direct send may add streams while the loop sleeps without waking it: their deadlines and the busy PING
-        // are looked at within `maxSleepMs`.
-        if link != nil { soonest(now + Self.maxSleepMs) }
+        // A direct send onto an idle link wakes the loop (`sendDirectly`), so these timers are all there is.
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         if let link {
             fds.append(pollfd(fd: link.socket.fd, events: Int16(POLLIN) | (link.wantsWrite ? Int16(POLLOUT) : 0), revents: 0))

@@ -126,8 +126,8 @@ package final class APNsConnection: @unchecked Sendable {
 
     /// Sends `pushes` on the live link from this thread when the loop is not in a turn (asleep in poll(), or about
     /// to be), nothing queued is ahead of them and the link has streams free for all of them. The loop reads their
-    /// answers; it is woken only when something is left for it (below). Its sleep is bounded (`maxSleepMs`), so the
-    /// new streams' deadlines and the busy PING are kept. False when nothing was done: the caller queues them.
+    /// answers; it is woken only when something is left for it (below), after the write, off the pushes' path.
+    /// False when nothing was done: the caller queues them.
     private func sendDirectly(_ pushes: [PendingPush]) -> Bool {
         guard pushes.count <= Self.directSendLimit, turn.tryLock() else { return false }
         defer { turn.unlock() }
@@ -135,6 +135,9 @@ package final class APNsConnection: @unchecked Sendable {
               link.streams.count + pushes.count <= link.streamLimit(cap: options.maxConcurrentStreams),
               inbox.withLock({ !$0.closing && !$0.recycle && $0.pushes.isEmpty })
         else { return false }
+        // The loop went to sleep on an idle link, until its long idle PING: it must learn of these streams' deadlines
+        // and switch to the busy PING. On a busy link its sleep already ends at the soonest deadline check.
+        let loopSleepsIdle = link.streams.isEmpty
         var refused = false
         for push in pushes {
             // A session that takes no more streams (ids ran out): the loop moves what is left to a fresh link.
@@ -146,7 +149,9 @@ package final class APNsConnection: @unchecked Sendable {
         link.transmit()
         // The loop takes over what the write left: bytes the socket didn't take, a failed link, streams nghttp2 did
         // not send (`resend`), answers a callback finished meanwhile.
-        if refused || link.failure != nil || link.wantsWrite || !link.resend.isEmpty || !answers.isEmpty { wake() }
+        if loopSleepsIdle || refused || link.failure != nil || link.wantsWrite || !link.resend.isEmpty || !answers.isEmpty {
+            wake()
+        }
         return true
     }
 

@@ -152,7 +152,7 @@ import Testing
     }
 
     /// A push sent from the caller's thread onto an idle link (nothing in flight, the loop asleep for its long idle
-    /// PING wait) still has its deadline kept: the loop's sleep is bounded by `maxSleepMs`, not the 45 s PING.
+    /// PING wait) still has its deadline kept: the send wakes the loop, which would otherwise sleep until the 45 s PING.
     @Test func aStuckPushSentOnAnIdleLinkStillTimesOut() async throws {
         let harness = try APNsHarness(requestTimeoutMs: 300)
         defer { harness.stop() }
@@ -162,7 +162,7 @@ import Testing
         try await Task.sleep(nanoseconds: 100_000_000)  // the loop is back in poll() on the idle link
         let started = SystemClock.monotonic()
         #expect(await harness.client.send(APNsHarness.alert(stuck)) == .timedOut)
-        #expect(SystemClock.monotonic() - started < 10, "the deadline waited for something other than the bounded sleep")
+        #expect(SystemClock.monotonic() - started < 10, "the deadline waited for the idle PING: the loop was not told of the new stream")
         #expect(harness.production.requests(for: stuck).count == 1)
         #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(16))).isDelivered)
     }
