@@ -44,7 +44,7 @@ RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
 .PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test lint k8s-validate run demo bench bench-build size-report chaos \
-        chaos-quick chaos-asan chaos-asan-smoke soak clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
+        chaos-quick chaos-asan chaos-asan-smoke soak rest-client-bench clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -205,6 +205,15 @@ bench: bench-build
 bench-build: deps deps-bench build
 	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
 	$(SWIFT) build $(RELEASE_FLAGS) --product prefect-push-bench
+
+# The REST client comparison (docs/rest-client.md): HTTPPool against a libcurl-multi prototype on latency (a local
+# stand-in over http and https, a real Prefect server, nghttpd for HTTP/2; bench/rest-client/run.py, ~5 minutes), and
+# what linking libcurl adds to a static binary (bench/rest-client/size.sh, trimmed libcurl built from Debian's source).
+# Never part of `make test`.
+rest-client-bench: deps-apt $(PREFECT) release-inputs
+	$(call apt_install,libcurl4-openssl-dev)
+	$(PYTHON) bench/rest-client/run.py
+	sh bench/rest-client/size.sh .build/rest-client $(STATIC_DIR)/openssl/lib
 
 # Thousands of pauses and resumes against the scripted Prefect and the fake APNs (bench/soak.py), the relay's RSS,
 # descriptors and store sampled as they go: fails if RSS grows over 1 MiB after the warm-up, descriptors don't come
