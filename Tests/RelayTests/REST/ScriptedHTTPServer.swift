@@ -77,25 +77,11 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         } else {
             sslContext = nil
         }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(host)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard fd >= 0, bound else {
-            close(fd)
+        guard let (fd, port) = TestSocket.listen(host: host) else {
             SSL_CTX_free(sslContext)
             throw TestFailure("the scripted server could not listen")
         }
-        listenFD = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listenFD, self.port) = (fd, port)
         let retained = Unmanaged.passRetained(self)
         guard pthread_create(&thread, nil, { raw in
             Unmanaged<ScriptedHTTPServer>.fromOpaque(raw!).takeRetainedValue().run()

@@ -20,20 +20,8 @@ final class CountingForwarder: @unchecked Sendable {
     /// Forwards to 127.0.0.1:`target`.
     init(to target: Int) throws {
         self.target = target
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        var address = CountingForwarder.loopback(port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard fd >= 0, bound else {
-            close(fd)
-            throw TestFailure("the forwarder could not listen")
-        }
-        listenFD = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        guard let (fd, port) = TestSocket.listen() else { throw TestFailure("the forwarder could not listen") }
+        (listenFD, self.port) = (fd, port)
         let retained = Unmanaged.passRetained(self)
         guard pthread_create(&thread, nil, { raw in
             Unmanaged<CountingForwarder>.fromOpaque(raw!).takeRetainedValue().run()

@@ -79,6 +79,28 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 enum TestSocket {
+    /// A close-on-exec listener on `host` at a free port, with that port; nil when it could not listen.
+    static func listen(host: String = "127.0.0.1", backlog: Int32 = 64) -> (fd: Int32, port: Int)? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(host)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && Glibc.listen(fd, backlog) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            return nil
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
     static func connect(port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
