@@ -43,7 +43,7 @@ CHAOS_ARGS ?=
 RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
-.PHONY: deps deps-apt deps-python deps-image deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test lint k8s-validate run demo bench bench-build size-report chaos \
+.PHONY: deps deps-apt deps-python deps-image deps-systemd systemd-verify deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test lint k8s-validate run demo bench bench-build size-report chaos \
         chaos-quick chaos-asan chaos-asan-smoke soak rest-client-bench clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
@@ -65,6 +65,9 @@ deps-apt:
 
 deps-image:
 	$(call apt_install,$(IMAGE_PACKAGES))
+
+deps-systemd:
+	$(call apt_install,systemd)
 
 # promtool for the alert rules and the dashboard, and prometheus itself for PrometheusScrapeTests (Debian's package
 # has both). On a host with systemd, installing it also starts a Prometheus on :9090; the tests don't use that one.
@@ -113,7 +116,7 @@ debug: deps-apt
 # have passed, the relay built plain and with AddressSanitizer. The test run is bounded
 # (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
 TEST_BOUND_SECONDS ?= 900
-test: deps lint k8s-validate prometheus-check release-inputs
+test: deps lint k8s-validate systemd-verify prometheus-check release-inputs
 	$(VENV)/bin/python tools/verdict-selftest.py
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
@@ -131,6 +134,16 @@ lint:
 # Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
 # (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
 # can't go unnoticed.
+# The systemd unit as systemd reads it (systemd-analyze verify), any warning failing it. The copy checked starts
+# /bin/true, since the binary is not installed here; everything else is the shipped unit's.
+systemd-verify: deps-systemd
+	@mkdir -p .build/systemd
+	sed 's|^ExecStart=/usr/local/bin/prefect-push|ExecStart=/bin/true|' deploy/systemd/prefect-push.service \
+	  > .build/systemd/prefect-push.service
+	@out=$$(systemd-analyze verify .build/systemd/prefect-push.service 2>&1); \
+	  if [ -n "$$out" ]; then echo "$$out"; echo "systemd-verify: deploy/systemd/prefect-push.service has problems"; exit 1; fi; \
+	  echo "systemd unit valid"
+
 k8s-validate: $(KUBERNETES_VALIDATE)
 	@mkdir -p .build
 	$(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) $$(ls deploy/k8s/*.yaml | grep -v kustomization.yaml)
