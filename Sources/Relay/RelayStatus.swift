@@ -24,9 +24,9 @@ final class RelayStatus: Sendable {
         var store: Ledger.Health
     }
 
-    private func gather() async -> Gathered {
+    private func gather(countingDevices: Bool = true) async -> Gathered {
         let events = await tracker.status()
-        let store = await ledger.health()
+        let store = await ledger.health(countingDevices: countingDevices)
         var snapshot = HealthSnapshot(now: SystemClock.monotonic(), socketDownSince: events.subscribed ? nil : events.socketDownSince)
         snapshot.credentialRefused = events.authRejected
         snapshot.storeLost = !store.fileIsStillOurs
@@ -58,7 +58,7 @@ final class RelayStatus: Sendable {
     /// Every tick: a store probe while writes fail, and one log line when the verdict changes.
     func watch() async {
         await ledger.probeIfFailing()
-        let verdict = await gather().verdict
+        let verdict = await gather(countingDevices: false).verdict
         let changed = wasHealthy.withLock { was in
             defer { was = verdict.ok }
             return was != verdict.ok

@@ -43,21 +43,7 @@ public struct HTTPURL: Sendable, Equatable {
         rest = authority
         if rest.contains("@") { throw ConfigError(variable, "must not carry credentials; use PREFECT_API_AUTH_STRING") }
 
-        var host: Substring
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw ConfigError(variable, "has an unclosed [ in its host") }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty {
-                throw ConfigError(variable, "must be \(fix)")
-            }
-        } else if let colon = rest.firstIndex(of: ":") {
-            host = rest[..<colon]
-            portText = rest[rest.index(after: colon)...]
-        } else {
-            host = rest
-        }
+        let (host, portText) = try splitHostPort(rest, variable: variable, shape: fix)
         guard !host.isEmpty else { throw ConfigError(variable, "has no host; it must be \(fix)") }
         var port = tls ? 443 : 80
         if let portText {
@@ -68,4 +54,23 @@ public struct HTTPURL: Sendable, Equatable {
         }
         return HTTPURL(tls: tls, host: String(host), port: port, path: path)
     }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`: the host (without brackets) and the port's text, if any. `shape`
+/// says what `variable` must look like, for the error.
+func splitHostPort(_ rest: Substring, variable: String, shape: String) throws(ConfigError)
+    -> (host: Substring, portText: Substring?)
+{
+    if rest.hasPrefix("[") {
+        guard let close = rest.firstIndex(of: "]") else { throw ConfigError(variable, "has an unclosed [ in its host") }
+        let host = rest[rest.index(after: rest.startIndex)..<close]
+        let after = rest[rest.index(after: close)...]
+        if after.hasPrefix(":") { return (host, after.dropFirst()) }
+        guard after.isEmpty else { throw ConfigError(variable, "must be \(shape)") }
+        return (host, nil)
+    }
+    if let colon = rest.firstIndex(of: ":") {
+        return (rest[..<colon], rest[rest.index(after: colon)...])
+    }
+    return (rest, nil)
 }

@@ -181,7 +181,7 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
             throw ConfigError(variable, "must be a proxy origin like http://proxy:3128, without a path")
         }
         let (username, password) = try takeCredentials(from: &rest, variable: variable)
-        let (host, portText) = try splitHostPort(rest, variable: variable)
+        let (host, portText) = try splitHostPort(rest, variable: variable, shape: "a proxy origin like http://[::1]:3128")
         guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }) else {
             throw ConfigError(variable, "must name a proxy host, like http://proxy:3128")
         }
@@ -217,24 +217,6 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
             throw ConfigError(variable, "has a malformed %-escape in its credentials")
         }
         return (user, colon == nil ? nil : pass)
-    }
-
-    /// `host`, `host:port`, `[v6]` or `[v6]:port`: the host (without brackets) and the port's text, if any.
-    private static func splitHostPort(_ rest: Substring, variable: String) throws(ConfigError)
-        -> (host: Substring, portText: Substring?)
-    {
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw ConfigError(variable, "has an unclosed [ in its host") }
-            let host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") { return (host, after.dropFirst()) }
-            guard after.isEmpty else { throw ConfigError(variable, "must be a proxy origin like http://[::1]:3128") }
-            return (host, nil)
-        }
-        if let colon = rest.firstIndex(of: ":") {
-            return (rest[..<colon], rest[rest.index(after: colon)...])
-        }
-        return (rest, nil)
     }
 
     private static func percentDecoded(_ text: Substring) -> String? {

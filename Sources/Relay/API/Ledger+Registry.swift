@@ -42,8 +42,9 @@ extension Ledger {
         var devices: Int?
     }
 
-    func health() -> Health {
-        let devices = attempt("health") { try $0.deviceCount() }
+    /// `countingDevices` false: the tick's health watch, which needs no count (a scan of the devices table).
+    func health(countingDevices: Bool = true) -> Health {
+        let devices = countingDevices ? attempt("health") { try $0.deviceCount() } : nil
         return Health(streak: streak, fileIsStillOurs: store.fileIsStillOurs, devices: devices)
     }
 }

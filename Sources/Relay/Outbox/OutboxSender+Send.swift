@@ -28,9 +28,13 @@ extension OutboxSender {
                                  "delivered": String(delivered), "ms": String(Int((SystemClock.monotonic() - started) * 1000))])
     }
 
-    /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:seconds:)`.
+    /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:)`.
     func settled(_ answers: [(OutboxItem, Delivery, Double)]) {
-        for (item, delivery, seconds) in answers { settled(item, delivery, seconds: seconds) }
+        // Counted under one lock for the batch, not one per answer.
+        tally.count { metrics in
+            for (item, delivery, seconds) in answers { OutboxSender.count(delivery, push: item.push, seconds: seconds, in: &metrics) }
+        }
+        for (item, delivery, _) in answers { settled(item, delivery) }
         flushSoon()
     }
 
@@ -46,9 +50,9 @@ extension OutboxSender {
         }
     }
 
-    /// One answer: metrics, what it means for the registry, and what becomes of the stored push.
-    private func settled(_ item: OutboxItem, _ delivery: Delivery, seconds: Double) {
-        delivered(delivery, push: item.push, device: item.device, runID: item.runID, seconds: seconds)
+    /// One answer (counted by the caller): what it means for the registry, and what becomes of the stored push.
+    private func settled(_ item: OutboxItem, _ delivery: Delivery) {
+        apply(delivery.effect, device: item.device, runID: item.runID)
         // Jitter only matters for a retry; drawing it for every answer cost a getrandom(2) each.
         let verdict = schedule.verdict(delivery.outcome, attempts: item.attempts + 1,
                                        expiresAt: item.push.expiration ?? .max, now: now(),
@@ -115,15 +119,17 @@ extension OutboxSender {
         if let expired, expired > 0 { Log.warn("outbox.expired", ["pushes": String(expired)]) }
     }
 
-    /// Counts the push and applies what APNs' answer means for the registry.
-    func delivered(_ delivery: Delivery, push: Push, device: Device, runID: String?, seconds: Double) {
+    /// Counts one push's answer in `metrics`.
+    private static func count(_ delivery: Delivery, push: Push, seconds: Double, in metrics: inout Metrics) {
         let status = delivery.outcome.status
         let reason: String = if case .rejected(let r) = delivery.outcome { r.reason?.rawValue ?? "" } else { "" }
-        tally.count {
-            $0.recordPush(kind: push.kind.rawValue, status: status > 0 ? String(status) : delivery.outcome.label,
-                          reason: reason, seconds: delivery.outcome.isDelivered ? seconds : nil)
-        }
-        ledger.inOrder { $0.apply(delivery.effect, device: device, runID: runID) }
+        metrics.recordPush(kind: push.kind.rawValue, status: status > 0 ? String(status) : delivery.outcome.label,
+                           reason: reason, seconds: delivery.outcome.isDelivered ? seconds : nil)
+    }
+
+    /// What APNs' answer means for the registry. Most answers change nothing there: no store call for them.
+    private func apply(_ effect: DeliveryEffect, device: Device, runID: String?) {
+        if effect != .none { ledger.inOrder { $0.apply(effect, device: device, runID: runID) } }
     }
 
     /// `POST /devices/{id}/test`: one push, outside the outbox (nothing to retry: the caller sees the answer), its
@@ -132,7 +138,8 @@ extension OutboxSender {
         guard let apns else { return nil }
         let started = SystemClock.monotonic()
         let delivery = await apns.deliver(push, to: device)
-        delivered(delivery, push: push, device: device, runID: nil, seconds: SystemClock.monotonic() - started)
+        tally.count { OutboxSender.count(delivery, push: push, seconds: SystemClock.monotonic() - started, in: &$0) }
+        apply(delivery.effect, device: device, runID: nil)
         return delivery
     }
 }
