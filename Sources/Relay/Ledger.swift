@@ -15,7 +15,8 @@ actor Ledger {
     /// writes of its own to show that the store works again.
     static let probeInterval: Double = 5
 
-    /// What the store held at start-up, for the owners built after this one.
+    /// What the store held at start-up, read before the ledger takes the store and handed to the owners that pick
+    /// up from it (`RelayOwners`); nobody keeps it after.
     struct Startup: Sendable {
         var pauses: [PauseRecord]
         /// Pauses whose announce never reached the outbox before the last stop.
@@ -24,27 +25,28 @@ actor Ledger {
         var unended: [String]
         var nextDueMs: Int64?
         var habits: [String: FlowHabits.Habit]
+
+        init(reading store: Store, now: Double) throws {
+            pauses = try store.allPauses()
+            unannounced = try store.unannouncedPauses()
+            unended = try store.pausesWithActivitiesLeft(endedAfter: Int64(now) - PauseJob.endRetryWindow)
+            nextDueMs = try store.nextDueMs()
+            habits = try store.flowHabits()
+        }
     }
 
-    nonisolated let startup: Startup
     nonisolated let path: String
     /// Touched only on this actor (its extensions), never handed out.
     let store: Store
     private let tally: MetricsTally
-    private let now: @Sendable () -> Double
     /// Failures since the last write that worked (`HealthVerdict` judges it).
     private(set) var streak = FailureStreak()
     private var lastProbe = 0.0
 
-    init(store: sending Store, tally: MetricsTally, now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
-        let started = now()
-        startup = Startup(pauses: try store.allPauses(), unannounced: try store.unannouncedPauses(),
-                          unended: try store.pausesWithActivitiesLeft(endedAfter: Int64(started) - PauseJob.endRetryWindow),
-                          nextDueMs: try store.nextDueMs(), habits: try store.flowHabits())
+    init(store: sending Store, tally: MetricsTally) {
         path = store.path
         self.store = store
         self.tally = tally
-        self.now = now
     }
 
     /// Runs `body` on this actor synchronously: the caller is on the relay's executor (checked; traps otherwise).
@@ -56,24 +58,19 @@ actor Ledger {
     /// so it shows the store can write.
     func attempt<T: Sendable>(_ action: String, level: Config.LogLevel = .error, wrote: Bool = false,
                     _ body: (Store) throws -> T) -> T? {
+        // Not `try?`: it would flatten a `T` that is itself optional (the props read), taking a failure for "none".
+        do { return try attemptThrowing(action, level: level, wrote: wrote, body) } catch { return nil }
+    }
+
+    /// Like `attempt`, but the error itself is the caller's to judge (the API's answers name busy and full disks).
+    func attemptThrowing<T: Sendable>(_ action: String, level: Config.LogLevel = .error, wrote: Bool = false,
+                                      _ body: (Store) throws -> T) throws -> T {
         do {
             let value = try body(store)
             if wrote { succeeded() }
             return value
         } catch {
             failed(level: level, ["action": action, "error": "\(error)"])
-            return nil
-        }
-    }
-
-    /// Like `attempt`, but the error itself is the caller's to judge (the API's answers name busy and full disks).
-    func attemptThrowing<T: Sendable>(_ action: String, wrote: Bool = false, _ body: (Store) throws -> T) throws -> T {
-        do {
-            let value = try body(store)
-            if wrote { succeeded() }
-            return value
-        } catch {
-            failed(["action": action, "error": "\(error)"])
             throw error
         }
     }

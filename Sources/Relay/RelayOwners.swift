@@ -21,13 +21,14 @@ struct RelayOwners: Sendable {
          uiRoot: String, topic: String, healthBounds: HealthBounds = HealthBounds(),
          now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
         tally = MetricsTally()
-        ledger = try Ledger(store: store, tally: tally, now: now)
-        outbox = OutboxSender(ledger: ledger, apns: apns, tally: tally, now: now)
+        let startup = try Ledger.Startup(reading: store, now: now())
+        ledger = Ledger(store: store, tally: tally)
+        outbox = OutboxSender(ledger: ledger, apns: apns, nextDueMs: startup.nextDueMs, tally: tally, now: now)
         notifier = Notifier(uiRoot: uiRoot, topic: topic)
         let runner = PauseJobs(outbox: outbox, ledger: ledger,
                                gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), notifier: notifier,
                                now: now)
-        tracker = PauseTracker(ledger: ledger, prefect: prefect, runner: runner, tally: tally, now: now)
+        tracker = PauseTracker(ledger: ledger, startup: startup, prefect: prefect, runner: runner, tally: tally, now: now)
         status = RelayStatus(tracker: tracker, ledger: ledger, outbox: outbox, apnsConfigured: apns != nil,
                              bounds: healthBounds)
     }

@@ -75,8 +75,7 @@ extension Ledger {
     /// The props a pause was announced with, as stored (`nil` inside: none stored); nil when the store could not be
     /// read (the caller tries again later).
     func props(stateID: String) -> String?? {
-        let stored: String?? = attempt("props") { store -> String?? in .some(try store.props(stateID: stateID)) } ?? nil
-        return stored
+        attempt("props") { store -> String? in try store.props(stateID: stateID) }
     }
 
     /// Applies what APNs' answer means for the registry.

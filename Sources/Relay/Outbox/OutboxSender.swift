@@ -38,12 +38,14 @@ actor OutboxSender {
     /// Resends running now, counted so shutdown can wait for them (bounded).
     var backgroundWork = 0
 
-    init(ledger: Ledger, apns: APNsClient?, tally: MetricsTally, now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
+    /// `nextDueMs`: when the soonest push stored before this start is due (`Ledger.Startup`).
+    init(ledger: Ledger, apns: APNsClient?, nextDueMs: Int64?, tally: MetricsTally,
+         now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
         self.ledger = ledger
         self.apns = apns
         self.tally = tally
         self.now = now
-        nextDueMs = ledger.startup.nextDueMs
+        self.nextDueMs = nextDueMs
     }
 
     func nowMs() -> Int64 { Int64(now() * 1000) }

@@ -53,9 +53,8 @@ actor PauseTracker {
 
     /// Picks up where the last run stopped: pauses whose announce never reached the outbox, and ended pauses whose
     /// Live Activities were never ended, are owed again.
-    init(ledger: Ledger, prefect: PrefectClient, runner: PauseJobs, tally: MetricsTally,
+    init(ledger: Ledger, startup: Ledger.Startup, prefect: PrefectClient, runner: PauseJobs, tally: MetricsTally,
          now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
-        let startup = ledger.startup
         watcher = Watcher(pauses: startup.pauses)
         let started = now()
         let unfinished = startup.unannounced.map { ($0, PauseJob.Kind.announce(nil)) }

@@ -13,7 +13,7 @@ import Testing
 /// The held callers wait for Prefect: none is answered until the hold is released (then 401, Prefect's answer), or
 /// until the relay gives up on Prefect (503, no sooner than its deadline for a Prefect call).
 @Suite(.serialized) struct CredentialFloodTests {
-    static let good = "Basic " + Base64.encode(Array("admin:pass".utf8))
+    static let good = ScriptedPrefect.credential
     static let phone = "cc" + String(repeating: "03", count: 31)
     static let checks = Authorizer.maxConcurrentChecks
     /// Pause to alert, with or without the hold. Without it 5-130 ms here (2 shared cores), 2-10 ms for a pause
@@ -30,12 +30,8 @@ import Testing
         defer { peerProcess.stop(signal: SIGKILL) }  // nothing to flush
         let apns = try FakeAPNs(name: "production")
         defer { apns.stop() }
-        let relay = try RelayProcess(environment: [
-            "PREFECT_API_URL": "http://127.0.0.1:\(peer.port)/api", "PREFECT_API_AUTH_STRING": "admin:pass",
-            "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
-            "APNS_CA_FILE": APNsFixtures.path("ca.pem"), "APNS_PRODUCTION_URL": "https://127.0.0.1:\(apns.port)",
-            "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(apns.port)",
-        ], directory: directory)
+        let relay = try RelayProcess(environment: ScriptedPrefect.relayEnvironment(peer: peer, apns: apns),
+                                     directory: directory)
         try waitUntil("the relay subscribes", timeout: 30) {
             (try? relay.http.request("GET", "/health").json?["subscribed"]) == true
         }

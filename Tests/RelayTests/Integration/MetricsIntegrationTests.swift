@@ -9,7 +9,7 @@ import Testing
 /// on a fake APNs (one accepts, one answers 410 Unregistered); the run resumes. The exposition must parse and
 /// count exactly that.
 @Suite(.serialized) struct MetricsIntegrationTests {
-    static let good = "Basic " + Base64.encode(Array("admin:pass".utf8))
+    static let good = ScriptedPrefect.credential
     static let live = "aa" + String(repeating: "01", count: 31)
     static let gone = "bb" + String(repeating: "02", count: 31)
 
@@ -21,12 +21,8 @@ import Testing
         let apns = try FakeAPNs(name: "production")
         defer { apns.stop() }
         apns.script(Self.gone, .gone(timestampMs: 1_700_000_000_000))
-        let relay = try RelayProcess(environment: [
-            "PREFECT_API_URL": "http://127.0.0.1:\(peer.port)/api", "PREFECT_API_AUTH_STRING": "admin:pass",
-            "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
-            "APNS_CA_FILE": APNsFixtures.path("ca.pem"), "APNS_PRODUCTION_URL": "https://127.0.0.1:\(apns.port)",
-            "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(apns.port)",
-        ], directory: directory)
+        let relay = try RelayProcess(environment: ScriptedPrefect.relayEnvironment(peer: peer, apns: apns),
+                                     directory: directory)
         let auth = ["Authorization": Self.good]
         try waitFor("the relay to subscribe") {
             try relay.http.request("GET", "/health").json?["subscribed"] == true

@@ -1,10 +1,24 @@
 import Glibc
+@testable import FakeAPNs
 @testable import Relay
+@testable import RelayCore
 
 /// The scripted Prefect of `make bench` (`bench/peer.py`) as a child process on its own port, so no other test's
 /// relay sees its pauses; the test drives it through its `/control/` routes. Python from the project's venv (or
 /// PREFECT_BIN's).
 enum ScriptedPrefect {
+    /// The credential it wants (`Authorization: Basic admin:pass`), as a caller of the relay's API sends it.
+    static let credential = "Basic " + Base64.encode(Array("admin:pass".utf8))
+
+    /// A relay's environment pointed at the scripted Prefect on `peer` (with its credential) and at one fake APNs
+    /// for both hosts.
+    static func relayEnvironment(peer: TestHTTP, apns: FakeAPNs) -> [String: String] {
+        ["PREFECT_API_URL": "http://127.0.0.1:\(peer.port)/api", "PREFECT_API_AUTH_STRING": "admin:pass",
+         "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
+         "APNS_CA_FILE": APNsFixtures.path("ca.pem"), "APNS_PRODUCTION_URL": "https://127.0.0.1:\(apns.port)",
+         "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(apns.port)"]
+    }
+
     /// Starts it for at most `lifetime` seconds (it exits by itself after that) and waits for `GET /api/health`.
     static func start(directory: String, lifetime: Int = 120) throws -> (ChildProcess, TestHTTP) {
         let env = RelayMain.environment()
