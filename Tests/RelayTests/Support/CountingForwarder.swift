@@ -14,7 +14,7 @@ final class CountingForwarder: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private var thread = pthread_t()
 
-    /// Connections accepted so far.
+    /// Connections accepted and joined to the target so far.
     var accepted: Int { acceptedCount.load(ordering: .relaxed) }
 
     /// Forwards to 127.0.0.1:`target`.
@@ -91,9 +91,15 @@ final class CountingForwarder: @unchecked Sendable {
             if fds[0].revents != 0 {
                 let client = acceptCloseOnExec(listenFD, nonBlocking: false)
                 guard client >= 0 else { continue }
-                acceptedCount.add(1, ordering: .relaxed)
+                // Counted once the target took it: a connection the target refused (a server restarting) is one
+                // the client could not have opened directly either.
                 let server = connectToTarget()
-                if server >= 0 { pairs.append((client, server)) } else { close(client) }
+                guard server >= 0 else {
+                    close(client)
+                    continue
+                }
+                acceptedCount.add(1, ordering: .relaxed)
+                pairs.append((client, server))
             }
         }
     }
