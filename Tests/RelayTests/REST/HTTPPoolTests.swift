@@ -315,7 +315,7 @@ import Testing
             guard case .success(let reply) = result else { Issue.record("call \(index): \(result)"); return }
             #expect(String(decoding: reply.body, as: UTF8.self) == "{\"n\":\(index)}")
         }
-        #expect(server.accepted == 1)
+        #expect(server.accepted == 1, "\(server.connectionHistory)")
         // By name too: the certificate names localhost.
         var byName = server.url
         byName.host = "localhost"
