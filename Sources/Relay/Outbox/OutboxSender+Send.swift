@@ -44,9 +44,11 @@ extension OutboxSender {
         guard !settling.isEmpty, !settleTimerArmed else { return }
         settleTimerArmed = true
         Task {
-            try? await Task.sleep(for: OutboxSender.settleDelay)
-            settleTimerArmed = false
-            flushSettled()
+            await withTaskExecutorPreference(RelayExecutor.shared) {
+                try? await Task.sleep(for: OutboxSender.settleDelay)
+                settleTimerArmed = false
+                flushSettled()
+            }
         }
     }
 
@@ -106,8 +108,10 @@ extension OutboxSender {
         Log.info("outbox.resend", ["pushes": String(items.count)])
         backgroundWork += 1
         Task {
-            await self.send(items, receivedAt: SystemClock.monotonic(), runID: nil, purpose: "resend")
-            self.backgroundWork -= 1
+            await withTaskExecutorPreference(RelayExecutor.shared) {
+                await self.send(items, receivedAt: SystemClock.monotonic(), runID: nil, purpose: "resend")
+                self.backgroundWork -= 1
+            }
         }
     }
 

@@ -35,8 +35,10 @@ extension PauseTracker {
             let id = lastLiveWaiter
             await withCheckedContinuation { continuation in
                 let timer = Task {
-                    try? await Task.sleep(for: .seconds(wait))
-                    self.wakeLiveWaiter(runID: runID, id: id)
+                    await withTaskExecutorPreference(RelayExecutor.shared) {
+                        try? await Task.sleep(for: .seconds(wait))
+                        self.wakeLiveWaiter(runID: runID, id: id)
+                    }
                 }
                 liveWaiters[runID, default: []].append(LiveWaiter(id: id, continuation: continuation, timer: timer))
             }

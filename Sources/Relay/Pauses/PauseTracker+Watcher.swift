@@ -55,16 +55,18 @@ extension PauseTracker {
         lastListing = now()
         let prefect = self.prefect
         Task {
-            let body: JSONValue = ["flow_runs": ["state": ["type": ["any_": ["PAUSED"]]]], "sort": "EXPECTED_START_TIME_DESC",
-                                   "limit": 200]
-            switch await prefect.json("POST", "/flow_runs/filter", body: body) {
-            case .success(let reply) where reply.status == 200:
-                guard let json = try? JSONParser.parse(reply.body) else { return }
-                self.listed(FlowRun.list(json: json))
-            case .success(let reply):
-                Log.warn("prefect.listing_failed", ["status": String(reply.status)])
-            case .failure(let failure):
-                Log.warn("prefect.listing_failed", ["error": failure.reason])
+            await withTaskExecutorPreference(RelayExecutor.shared) {
+                let body: JSONValue = ["flow_runs": ["state": ["type": ["any_": ["PAUSED"]]]], "sort": "EXPECTED_START_TIME_DESC",
+                                       "limit": 200]
+                switch await prefect.json("POST", "/flow_runs/filter", body: body) {
+                case .success(let reply) where reply.status == 200:
+                    guard let json = try? JSONParser.parse(reply.body) else { return }
+                    self.listed(FlowRun.list(json: json))
+                case .success(let reply):
+                    Log.warn("prefect.listing_failed", ["status": String(reply.status)])
+                case .failure(let failure):
+                    Log.warn("prefect.listing_failed", ["error": failure.reason])
+                }
             }
         }
     }
@@ -174,16 +176,18 @@ extension PauseTracker {
     func fetchRun(_ runID: String) {
         let prefect = self.prefect
         Task {
-            switch await prefect.flowRun(id: runID) {
-            case .found(let json):
-                // An answer we can't read says nothing about the run: never end a pause on it.
-                guard let read = FlowRun(json: json) else {
-                    Log.warn("prefect.run_unreadable", ["run": runID])
-                    return
+            await withTaskExecutorPreference(RelayExecutor.shared) {
+                switch await prefect.flowRun(id: runID) {
+                case .found(let json):
+                    // An answer we can't read says nothing about the run: never end a pause on it.
+                    guard let read = FlowRun(json: json) else {
+                        Log.warn("prefect.run_unreadable", ["run": runID])
+                        return
+                    }
+                    self.fetched(runID, read)
+                case .notFound: self.fetched(runID, nil)
+                case .failed: self.runReadFailed(runID)
                 }
-                self.fetched(runID, read)
-            case .notFound: self.fetched(runID, nil)
-            case .failed: self.runReadFailed(runID)
             }
         }
     }
