@@ -13,7 +13,7 @@ extension PauseTracker {
         // On this actor (the task inherits it): the job reads and waits on the tracker's state without a hop, and
         // its awaits (Prefect, the outbox) let events through meanwhile. The preference keeps what it awaits outside
         // any actor (the Prefect reads, `async let`, `APNsClient.fanOut`) on the relay's thread: a bare task ran
-        // those on the default pool, waking its threads, and made a 100-device fan-out ~10 % slower.
+        // those on the default pool, waking its threads (a 1,000-device fan-out ~7 % slower: docs/benchmarks.md).
         Task {
             await withTaskExecutorPreference(RelayExecutor.shared) {
                 let done = await runner.perform(job, tracker: self, receivedAt: receivedAt, followed: followed)
