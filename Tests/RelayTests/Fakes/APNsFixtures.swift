@@ -17,6 +17,12 @@ enum APNsFixtures {
     static var keyPath: String { path("AuthKey_TESTKEY123.p8") }
     static var publicKeyPath: String { path("AuthKey_TESTKEY123.pub.pem") }
 
+    /// A relay's APNs settings for fakes listening on these ports: the test key, and the test CA to trust them.
+    static func relayEnvironment(production: Int, development: Int) -> [String: String] {
+        ["APNS_KEY_PATH": keyPath, "APNS_KEY_ID": keyID, "APNS_TEAM_ID": teamID, "APNS_CA_FILE": path("ca.pem"),
+         "APNS_PRODUCTION_URL": "https://127.0.0.1:\(production)", "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(development)"]
+    }
+
     /// Reads a whole fixture file as text.
     static func text(_ name: String) -> String {
         guard let file = fopen(path(name), "r") else { preconditionFailure("missing fixture \(name)") }

@@ -144,7 +144,7 @@ final class ScriptedHTTPServer: @unchecked Sendable {
             var closed: [Int32] = []
             for index in clients.indices where fds.count > index + 1 && fds[index + 1].revents != 0 {
                 guard receive(&clients[index]) else {
-                    note("\(clients[index].index): the client closed it")
+                    note("\(clients[index].index): the client closed it, or reading it failed")
                     closed.append(clients[index].fd)
                     continue
                 }
@@ -233,8 +233,8 @@ final class ScriptedHTTPServer: @unchecked Sendable {
 
     /// The server side of the TLS handshake on a freshly accepted socket; nil if it fails or takes over 10 s. A
     /// client that refused the certificate hangs up here at once; the bound is only for a client that went silent,
-    /// and is generous because a loaded CI machine took over 2 s for a handshake the client then completed anew
-    /// on a second connection (a test counting connections saw 3 where 1 was kept).
+    /// and is generous so that a loaded machine's slow handshake is never cut short (`connectionHistory` records
+    /// one that failed, and after how long).
     private func handshake(_ fd: Int32, _ context: OpaquePointer) -> TLSSocket? {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         guard let ssl = SSL_new(context) else {

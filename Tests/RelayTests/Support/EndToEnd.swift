@@ -34,11 +34,10 @@ final class EndToEnd: @unchecked Sendable {
     }
 
     var environment: [String: String] {
-        ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString, "DB_PATH": directory + "/relay.db",
-         "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
-         "APNS_PRODUCTION_URL": "https://127.0.0.1:\(production.port)",
-         "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(development.port)", "APNS_CA_FILE": APNsFixtures.path("ca.pem"),
-         "LOG_LEVEL": "debug"].merging(extraEnvironment) { $1 }
+        APNsFixtures.relayEnvironment(production: production.port, development: development.port)
+            .merging(["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString,
+                      "DB_PATH": directory + "/relay.db", "LOG_LEVEL": "debug"]) { $1 }
+            .merging(extraEnvironment) { $1 }
     }
 
     /// Starts (or restarts) the relay on the same database and waits until it is subscribed.

@@ -13,10 +13,8 @@ enum ScriptedPrefect {
     /// A relay's environment pointed at the scripted Prefect on `peer` (with its credential) and at one fake APNs
     /// for both hosts.
     static func relayEnvironment(peer: TestHTTP, apns: FakeAPNs) -> [String: String] {
-        ["PREFECT_API_URL": "http://127.0.0.1:\(peer.port)/api", "PREFECT_API_AUTH_STRING": "admin:pass",
-         "APNS_KEY_PATH": APNsFixtures.keyPath, "APNS_KEY_ID": APNsFixtures.keyID, "APNS_TEAM_ID": APNsFixtures.teamID,
-         "APNS_CA_FILE": APNsFixtures.path("ca.pem"), "APNS_PRODUCTION_URL": "https://127.0.0.1:\(apns.port)",
-         "APNS_DEVELOPMENT_URL": "https://127.0.0.1:\(apns.port)"]
+        APNsFixtures.relayEnvironment(production: apns.port, development: apns.port)
+            .merging(["PREFECT_API_URL": "http://127.0.0.1:\(peer.port)/api", "PREFECT_API_AUTH_STRING": "admin:pass"]) { $1 }
     }
 
     /// Starts it for at most `lifetime` seconds (it exits by itself after that) and waits for `GET /api/health`.
