@@ -106,24 +106,64 @@ def signal_process(process: asyncio.subprocess.Process, sig: int) -> None:
         pass
 
 
-async def stop(process: asyncio.subprocess.Process, timeout: float = 10) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; a group's stragglers are killed too."""
+async def stop(process: asyncio.subprocess.Process, timeout: float = 10) -> int:
+    """SIGTERM, then SIGKILL after `timeout`; a group's stragglers are killed too. Returns how it ended
+    (`returncode`: negative for a signal) and marks a process that needed the SIGKILL (`process.hung_at_stop`)."""
+    process.hung_at_stop = getattr(process, "hung_at_stop", False)
     if process.returncode is None:
+        process.stopped_by_harness = True
         signal_process(process, signal.SIGTERM)
         try:
             await asyncio.wait_for(process.wait(), timeout)
         except asyncio.TimeoutError:
+            process.hung_at_stop = True
             signal_process(process, signal.SIGKILL)
             await process.wait()
     if process.own_group:
         signal_process(process, signal.SIGKILL)
     if process in started:
         started.remove(process)
+    return process.returncode
 
 
 async def stop_all() -> None:
     for process in list(reversed(started)):
         await stop(process, timeout=5)
+
+
+# MARK: - how a child ended
+
+def ending(returncode: int | None) -> str:
+    """"exit N", "signal SIGSEGV (11)" or "still running", for a returncode as subprocess and asyncio give it
+    (negative: killed by that signal) or as a shell gives it (128 + the signal)."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name} ({-returncode})"
+        except ValueError:
+            return f"signal {-returncode}"
+    if 128 < returncode < 128 + 65:
+        try:
+            return f"exit {returncode} (signal {signal.Signals(returncode - 128).name} through a shell)"
+        except ValueError:
+            pass
+    return f"exit {returncode}"
+
+
+def bad_ending(name: str, returncode: int | None, expected: tuple = (0,), hung: bool = False) -> str | None:
+    """What was wrong with how process `name` ended, or None: a death by a signal the harness did not send to end
+    it, an exit code the scenario did not cause (`expected`), or a process that ignored SIGTERM (`hung`)."""
+    if hung:
+        return f"{name} did not stop on SIGTERM within its bound and was killed ({ending(returncode)})"
+    if returncode is None or returncode in expected:
+        return None
+    return f"{name} ended with {ending(returncode)}" + (" (a crash)" if returncode < 0 or returncode > 128 else "")
+
+
+def judge(name: str, process, expected: tuple = (0,)) -> str | None:
+    """`bad_ending` for a process `stop` has stopped (or that ended by itself)."""
+    return bad_ending(name, process.returncode, expected, getattr(process, "hung_at_stop", False))
 
 
 # MARK: - plain children (the API attacks)
