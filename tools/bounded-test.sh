@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs `swift test --skip-build` with line-buffered output and a bound on its wall time. Every wait in the tests has
 # a timeout of its own, so a run past the bound is a hang: the stacks of every thread of the test process and the
-# tail of the newest relay logs are printed, and the run is stopped. A hung run (in a test, or on its way out after
-# every test passed) is run once more (a failed one is not): the stacks say where it hung, and one rare hang does not
-# throw away a run whose every test can still pass; a second hang fails.
-# Without the bound a hang would sit silent until CI's own limit, its last lines lost in a buffer.
+# tail of the newest relay logs are printed, the run is stopped, and it fails (exit 124). A hang is a defect (a
+# thread or child that never stops, in a test or on the way out after every test passed), so it is never run again
+# in the hope of a pass. Without the bound a hang would sit silent until CI's own limit, its last lines lost in a
+# buffer.
 #   usage: tools/bounded-test.sh SECONDS [swift test arguments...]
 set -uo pipefail
 bound=$1; shift
@@ -50,14 +50,10 @@ run() {
 run "$@"
 rc=$?
 if [ "$rc" -eq 124 ]; then
-  # A process that hangs on its way out is a hang too (a thread or child that never stops): not a pass.
   if grep -qE '^✔ Test run with [0-9]+ tests? .*passed' "$log"; then
-    echo "every test had passed, but the test process hung on its way out (stacks above); running it once more" >&2
+    echo "every test had passed, but the test process hung on its way out (stacks above): failing" >&2
   else
-    echo "the test run hung (stacks above); running it once more" >&2
+    echo "the test run hung (stacks above): failing" >&2
   fi
-  run "$@"
-  rc=$?
-  [ "$rc" -eq 124 ] && echo "the test run hung again: failing" >&2
 fi
 exit "$rc"

@@ -16,19 +16,22 @@ struct RelayOwners: Sendable {
     let tracker: PauseTracker
     let status: RelayStatus
 
-    /// Throws when the store can't be read at start-up (what it holds is where the relay picks up).
+    /// Throws when the store can't be read at start-up (what it holds is where the relay picks up). `now` is the
+    /// wall clock (what Prefect and APNs see), `steady` the clock of retries and intervals (`SystemClock.steadyNow`).
     init(store: sending Store, prefect: PrefectClient, readAhead: RunReadAhead? = nil, apns: APNsClient?,
          uiRoot: String, topic: String, healthBounds: HealthBounds = HealthBounds(),
-         now: @escaping @Sendable () -> Double = SystemClock.unixNow) throws {
+         now: @escaping @Sendable () -> Double = SystemClock.unixNow,
+         steady: @escaping @Sendable () -> Double = SystemClock.steadyNow) throws {
         tally = MetricsTally()
         let startup = try Ledger.Startup(reading: store, now: now())
         ledger = Ledger(store: store, tally: tally)
-        outbox = OutboxSender(ledger: ledger, apns: apns, nextDueMs: startup.nextDueMs, tally: tally, now: now)
+        outbox = OutboxSender(ledger: ledger, apns: apns, nextDueMs: startup.nextDueMs, tally: tally, now: steady)
         notifier = Notifier(uiRoot: uiRoot, topic: topic)
         let runner = PauseJobs(outbox: outbox, ledger: ledger,
                                gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), notifier: notifier,
                                now: now)
-        tracker = PauseTracker(ledger: ledger, startup: startup, prefect: prefect, runner: runner, tally: tally, now: now)
+        tracker = PauseTracker(ledger: ledger, startup: startup, prefect: prefect, runner: runner, tally: tally, now: now,
+                               steady: steady)
         status = RelayStatus(tracker: tracker, ledger: ledger, outbox: outbox, apnsConfigured: apns != nil,
                              bounds: healthBounds)
     }

@@ -10,6 +10,16 @@ package enum SystemClock {
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
+    /// Unix seconds that never step: the wall clock as read once, at the first call, advanced by CLOCK_MONOTONIC
+    /// since. Every retry, backoff and interval the relay schedules in unix time (the outbox's `due_ms`, pause jobs'
+    /// retries, cache ages) is on this clock, so an NTP step or a restored VM moves none of them; only what Prefect
+    /// and APNs see (event filters, payload timestamps, `apns-expiration`, the provider token's `iat`) reads the
+    /// wall clock itself.
+    @Sendable static func steadyNow() -> Double { steadyOrigin + monotonic() }
+
+    /// Wall time minus monotonic time at the first `steadyNow()` (a global's lazy, thread-safe initialisation).
+    private static let steadyOrigin: Double = unixNow() - monotonic()
+
     /// Monotonic seconds, for measuring durations.
     package static func monotonic() -> Double { Double(monotonicNanoseconds()) / 1e9 }
 }

@@ -36,7 +36,7 @@ actor Authorizer {
     private let now: @Sendable () -> Double
 
     init(check: @escaping @Sendable (String?) async -> Result<Int, HTTPFailure>,
-         now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
+         now: @escaping @Sendable () -> Double = SystemClock.steadyNow) {
         self.check = check
         self.now = now
     }

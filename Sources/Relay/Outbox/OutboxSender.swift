@@ -24,6 +24,9 @@ actor OutboxSender {
     /// nil: no APNs key; pushes are stored for nobody and nothing is sent.
     nonisolated let apns: APNsClient?
     let tally: MetricsTally
+    /// The clock of the outbox's schedule (`SystemClock.steadyNow`, which a step of the wall clock does not move):
+    /// every `due_ms`, the drain, the prune interval, and the give-up at a push's expiry (a deadline like the rest;
+    /// the `apns-expiration` APNs sees was set from the wall clock when the push was built).
     let now: @Sendable () -> Double
     let schedule = OutboxSchedule()
 
@@ -40,7 +43,7 @@ actor OutboxSender {
 
     /// `nextDueMs`: when the soonest push stored before this start is due (`Ledger.Startup`).
     init(ledger: Ledger, apns: APNsClient?, nextDueMs: Int64?, tally: MetricsTally,
-         now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
+         now: @escaping @Sendable () -> Double = SystemClock.steadyNow) {
         self.ledger = ledger
         self.apns = apns
         self.tally = tally

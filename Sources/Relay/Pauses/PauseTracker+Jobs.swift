@@ -31,7 +31,7 @@ extension PauseTracker {
             // An event may have come while it read (an announce or a refresh): the props are built again.
             refreshIfBehind(stateID: job.pause.stateID)
         } else {
-            let delay = jobRetries.failed(job.key, now: now(), random: Double.random(in: 0..<1))
+            let delay = jobRetries.failed(job.key, now: steady(), random: Double.random(in: 0..<1))
             Log.warn("pause.retry", ["job": job.key, "run": job.pause.runID, "in_ms": String(Int(delay * 1000))])
         }
     }
@@ -44,9 +44,11 @@ extension PauseTracker {
     }
 
     /// Jobs and run reads whose retry time has come, while they still matter.
-    func retryDueWork(now time: Double) {
+    /// Jobs and run reads whose retry is due at `time` (`steady()`).
+    func retryDueWork(at time: Double) {
+        let wall = now()
         for key in jobRetries.due(now: time) where !runningJobs.contains(key) {
-            guard let job = jobs[key], job.isWorthRetrying(current: watcher.pauses[job.pause.stateID], now: time) else {
+            guard let job = jobs[key], job.isWorthRetrying(current: watcher.pauses[job.pause.stateID], now: wall) else {
                 jobs[key] = nil
                 jobRetries.succeeded(key)
                 continue

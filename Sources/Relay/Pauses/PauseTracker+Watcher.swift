@@ -52,7 +52,7 @@ extension PauseTracker {
     }
 
     func requestListing() {
-        lastListing = now()
+        lastListing = steady()
         let prefect = self.prefect
         Task {
             await withTaskExecutorPreference(RelayExecutor.shared) {
@@ -162,11 +162,11 @@ extension PauseTracker {
         switch action {
         case .record(let pause):
             skipped.insert(pause.stateID)
-            unrecordedRuns.failed(pause.runID, now: now(), random: Double.random(in: 0..<1))
+            unrecordedRuns.failed(pause.runID, now: steady(), random: Double.random(in: 0..<1))
         case .markEnded(let stateID, _, _):
             skipped.insert(stateID)
             if let runID = watcher.pauses[stateID]?.runID {
-                unrecordedRuns.failed(runID, now: now(), random: Double.random(in: 0..<1))
+                unrecordedRuns.failed(runID, now: steady(), random: Double.random(in: 0..<1))
             }
         default:
             break
@@ -195,6 +195,6 @@ extension PauseTracker {
     /// A run we must read again (its state could not be recorded) could not be read: later, on the schedule.
     private func runReadFailed(_ runID: String) {
         guard unrecordedRuns.contains(runID) else { return }  // otherwise the next listing asks again
-        unrecordedRuns.failed(runID, now: now(), random: Double.random(in: 0..<1))
+        unrecordedRuns.failed(runID, now: steady(), random: Double.random(in: 0..<1))
     }
 }

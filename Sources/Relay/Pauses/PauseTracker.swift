@@ -23,7 +23,11 @@ actor PauseTracker {
     let prefect: PrefectClient
     let runner: PauseJobs
     let tally: MetricsTally
+    /// Wall time, for what is compared with Prefect's timestamps (reminders, timeouts, retention).
     let now: @Sendable () -> Double
+    /// `SystemClock.steadyNow`: the clock of this tracker's own timers (listing and prune intervals, job retries),
+    /// which a step of the wall clock must not move.
+    let steady: @Sendable () -> Double
 
     var watcher: Watcher
     var subscribed = false
@@ -54,9 +58,10 @@ actor PauseTracker {
     /// Picks up where the last run stopped: pauses whose announce never reached the outbox, and ended pauses whose
     /// Live Activities were never ended, are owed again.
     init(ledger: Ledger, startup: Ledger.Startup, prefect: PrefectClient, runner: PauseJobs, tally: MetricsTally,
-         now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
+         now: @escaping @Sendable () -> Double = SystemClock.unixNow,
+         steady: @escaping @Sendable () -> Double = SystemClock.steadyNow) {
         watcher = Watcher(pauses: startup.pauses)
-        let started = now()
+        let started = steady()
         let unfinished = startup.unannounced.map { ($0, PauseJob.Kind.announce(nil)) }
             + startup.unended.map { ($0, PauseJob.Kind.end) }
         for (stateID, kind) in unfinished {
@@ -79,6 +84,7 @@ actor PauseTracker {
         self.runner = runner
         self.tally = tally
         self.now = now
+        self.steady = steady
     }
 
     /// What `/health` and `/metrics` need from here.
@@ -106,18 +112,18 @@ actor PauseTracker {
             Log.error("store.lost", ["path": ledger.path, "fix": "the database file was deleted or replaced; restarting"])
             exit(1)
         }
-        let time = now()
-        apply(watcher.handle(.tick, now: time))
+        apply(watcher.handle(.tick, now: now()))
+        let time = steady()
         // A refused credential is refused on REST too: list at the slow pace rather than every 3 s.
         let interval = subscribed || authRejected ? PauseTracker.listingInterval : PauseTracker.disconnectedListingInterval
         if time - lastListing >= interval { requestListing() }
-        retryDueWork(now: time)
+        retryDueWork(at: time)
         if time - lastPrune >= PauseTracker.pruneInterval { prune() }
     }
 
     /// Ended pauses past the store's retention (a day) go; memory forgot them long before (`Watcher.Rules`).
     func prune() {
-        lastPrune = now()
+        lastPrune = steady()
         let cutoff = Int64(now() - watcher.rules.retention)
         let pruned = ledger.inOrder { $0.attempt("prune_pauses") { try $0.prunePauses(endedBefore: cutoff) } }
         if let pruned, pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }

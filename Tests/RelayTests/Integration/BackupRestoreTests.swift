@@ -61,7 +61,8 @@ extension SharedPrefect {
             e2e.development.answerEveryone(nil)  // APNs is back: unscripted tokens are accepted
             let check = try ChildProcess(RelayProcess.binary, ["check"], environment: e2e.environment,
                                          logPath: e2e.directory + "/check.log")
-            _ = check.waitForExit(timeout: 60)
+            let checked = check.waitForExit(timeout: 60)
+            #expect(checked.map { $0 < 128 } == true, "check ended with \(describeExit(checked)): \(check.log)")
             let integrity = check.log.split(separator: "\n").first { $0.contains("database integrity:") } ?? ""
             #expect(integrity.hasPrefix("ok "), "\(check.log)")
             #expect(integrity.contains("\(Self.devices) devices"), "\(check.log)")

@@ -57,6 +57,49 @@ extension SharedPrefect {
             e2e.stopFlows()
         }
 
+        /// A push refused with 503 waits for its retry (the outbox's schedule: about a second). The relay's wall
+        /// clock stepped an hour back, or forward, meanwhile moves the retry by nothing: it comes on schedule, once.
+        /// Runs paused on the shared server before this test (other tests' leftovers) keep their plain answers.
+        @Test(arguments: [Int64(-3600), 3600])
+        func aRetryKeepsItsScheduleWhenTheWallClockSteps(by shift: Int64) async throws {
+            let clock = try WallClockShift()
+            let e2e = try await EndToEnd()
+            let earlier = try pausedRuns(e2e)
+            e2e.extraEnvironment = clock.environment
+            e2e.development.script(EndToEnd.deviceToken, when: { request in
+                guard request.headers["apns-push-type"] == "alert", let payload = try? JSONParser.parse(request.body),
+                      case .string(let run)? = payload["body"]?["runId"] else { return false }
+                return !earlier.contains(run)
+            }, .reject(503, "ServiceUnavailable"), .accept)
+            try e2e.startRelay()
+            try e2e.registerDevice()
+            let run = try e2e.runFlow("plain")
+            func alerts() -> [FakeAPNs.Request] {
+                e2e.development.requests(for: EndToEnd.deviceToken).filter { request in
+                    request.headers["apns-push-type"] == "alert" && request.body.contains(run)
+                }
+            }
+            try waitUntil("the alert is refused", timeout: 60) { !alerts().isEmpty }
+            try clock.step(shift)
+            try waitUntil("the alert is sent again", timeout: 30) { alerts().count >= 2 }
+            let sent = alerts()
+            let waited = Double(sent[1].arrivedAtNs - sent[0].arrivedAtNs) / 1e9
+            // The schedule: the first retry 0.75-1 s after the refusal, taken by the outbox's next look (1 s tick).
+            #expect(waited < 5, "retried \(waited) s after the refusal")
+            sleepSeconds(2)  // a settled push is never sent again
+            #expect(alerts().count == 2)
+            #expect(alerts().last?.answer == .accept)
+            e2e.stopFlows()
+        }
+
+        /// Runs waiting in PAUSED on the shared server now.
+        private func pausedRuns(_ e2e: EndToEnd) throws -> Set<String> {
+            let reply = try e2e.prefect.call("POST", "/flow_runs/filter",
+                                             body: ["flow_runs": ["state": ["type": ["any_": ["PAUSED"]]]], "limit": 200])
+            guard case .array(let runs)? = reply.json else { throw TestFailure("flow_runs/filter: \(reply.status)") }
+            return Set(runs.compactMap { $0["id"]?.string })
+        }
+
         @Test func aPushStillPendingAtStopIsSentAfterTheRestart() async throws {
             let e2e = try await EndToEnd()
             e2e.development.script(EndToEnd.deviceToken, .reject(503, "ServiceUnavailable"))  // repeats

@@ -18,7 +18,7 @@ import Testing
         let directory = TestFiles.temporaryDirectory()
         defer { TestFiles.removeTree(directory) }
         let relay = try RelayProcess(environment: environment(server, directory), directory: directory)
-        defer { _ = relay.process.stop() }
+        defer { relay.stop() }
         try waitUntil("the open server is named", timeout: 15) {
             relay.process.log.contains(" level=warn event=prefect.open_server ")
         }
@@ -37,7 +37,7 @@ import Testing
         defer { TestFiles.removeTree(directory) }
         let relay = try RelayProcess(environment: environment(server, directory, ["LOG_FORMAT": "json"]),
                                      directory: directory)
-        defer { _ = relay.process.stop() }
+        defer { relay.stop() }
         try waitUntil("the open server is named", timeout: 15) { relay.process.log.contains("prefect.open_server") }
         var events: [String] = []
         for line in relay.process.log.split(separator: "\n") {
@@ -57,7 +57,7 @@ import Testing
         defer { TestFiles.removeTree(directory) }
         let relay = try RelayProcess(environment: environment(server, directory, ["PREFECT_API_AUTH_STRING": "u:p"]),
                                      directory: directory)
-        defer { _ = relay.process.stop() }
+        defer { relay.stop() }
         try waitUntil("Prefect is asked something", timeout: 15) { server.requests > 0 }
         sleepSeconds(1)
         #expect(!relay.process.log.contains("prefect.open_server"))

@@ -114,7 +114,7 @@ extension SharedPrefect {
             try waitUntil("the events socket reports it too", timeout: 30) {
                 refused.process.log.contains("event=events.connect_failed") || refused.process.log.contains(" events.connect_failed ")
             }
-            refused.process.stop()
+            refused.stop()
             let refusedLog = refused.process.log
             #expect(refusedLog.contains("refused CONNECT to prefect.proxy.test:\(prefectPort) (proxy not h1)"))
             #expect(!refusedLog.contains("events.auth_rejected"))  // the proxy refused, not Prefect

@@ -68,9 +68,11 @@ import Testing
         #expect(await relay.tracker.watcher.pauses["s1"]?.timeoutAt == 601)
     }
 
-    /// Answers fewer than a batch are written within `settleDelay` of reaching the relay, without the end of their
-    /// fan-out or the 1 s tick: a kill then sends again only what was still in flight.
-    @Test func answersAreWrittenWithinMilliseconds() async throws {
+    /// Answers fewer than a batch are written by the settle timer alone, without the end of their fan-out or the 1 s
+    /// tick: a kill then sends again only what was still in flight. How soon (`settleDelay`, 4 ms) is measured by
+    /// `make chaos`'s relay-kill (no push answered over 50 ms before a kill is sent again), not here: this machine's
+    /// cooperative pool can be held for seconds by other suites' blocking waits.
+    @Test func answersFewerThanABatchAreWrittenByTheSettleTimerAlone() async throws {
         let dir = try StoreScratch()
         let phone = try dir.store().upsertDevice(registration("phone"), now: 1)
         let relay = try owners(dir).outbox

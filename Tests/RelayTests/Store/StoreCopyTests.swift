@@ -6,29 +6,50 @@ import Testing
 
 /// `StoreCopy`: the online backup and the read-only integrity check behind `prefect-push backup` and `check`.
 @Suite struct StoreCopyTests {
-    /// A copy made while another connection keeps committing is one consistent snapshot: it opens as a store, passes
-    /// the check, and holds every device committed before it began.
-    @Test func aCopyDuringWritesIsWholeAndConsistent() async throws {
+    /// A copy made while another connection commits is one consistent snapshot: it opens as a store, passes the
+    /// check, and holds every device committed before it began and an unbroken prefix of those committed during it
+    /// (each commit adds the next numbered device, so a torn copy would show a gap). Commits are stamped on the
+    /// monotonic clock, and the copy is made again (bounded) until at least one commit fell inside it: the test
+    /// proves the writes happened during the copy rather than assuming so.
+    @Test func aCopyWhileAnotherConnectionCommitsIsAConsistentPrefix() async throws {
         let dir = try StoreScratch()
         let store = try dir.store()
-        for i in 0..<200 { try store.upsertDevice(registration("before-\(i)", token: "aa\(i)bb"), now: 1) }
+        for i in 0..<2000 { try store.upsertDevice(registration("before-\(i)", token: "aa\(i)bb"), now: 1) }
         let path = dir.file("relay.db")
+        let commits = Locked<[Double]>([])
+        let stop = Locked(false)
         let writer = Task.detached {
             let other = try Store(path: path)
-            for i in 0..<400 { try other.upsertDevice(registration("during-\(i)", token: "cc\(i)dd"), now: 2) }
+            for i in 0..<50_000 where !stop.withLock({ $0 }) {
+                try other.upsertDevice(registration("during-\(i)", token: "cc\(i)dd"), now: 2)
+                commits.withLock { $0.append(SystemClock.monotonic()) }
+            }
         }
-        let copied = try StoreCopy.backup(from: dir.file("relay.db"), to: dir.file("copy.db"))
+        defer { stop.withLock { $0 = true } }
+        try waitUntil("the writer commits", timeout: 30) { !commits.withLock { $0.isEmpty } }
+        var window = (start: 0.0, end: 0.0)
+        var copied: StoreCopy.Copied?
+        for _ in 0..<50 {
+            let start = SystemClock.monotonic()
+            copied = try StoreCopy.backup(from: path, to: dir.file("copy.db"))
+            window = (start, SystemClock.monotonic())
+            if commits.withLock({ $0.contains { $0 > window.start && $0 < window.end } }) { break }
+        }
+        stop.withLock { $0 = true }
         try await writer.value
-        #expect(copied.schemaVersion == Store.migrations.count)
-        #expect(copied.pages > 0 && copied.bytes == copied.pages * 4096)
+        let stamps = commits.withLock { $0 }
+        #expect(stamps.contains { $0 > window.start && $0 < window.end }, "no commit fell inside any of 50 copies")
+        #expect(copied?.schemaVersion == Store.migrations.count)
         #expect(access(dir.file("copy.db.partial"), F_OK) != 0)
         #expect(access(dir.file("copy.db-wal"), F_OK) != 0)  // a plain file: nothing beside it
         let inspection = try StoreCopy.inspect(path: dir.file("copy.db"))
         #expect(inspection.problems.isEmpty)
-        let restored = try dir.store("copy.db")
-        let ids = Set(try restored.allDevices().map(\.id))
-        #expect((0..<200).allSatisfy { ids.contains("before-\($0)") })
-        #expect(ids.count >= 200 && ids.count <= 600)
+        let ids = Set(try dir.store("copy.db").allDevices().map(\.id))
+        #expect((0..<2000).allSatisfy { ids.contains("before-\($0)") })
+        let during = ids.count - 2000
+        #expect((0..<during).allSatisfy { ids.contains("during-\($0)") }, "the copy's writes are not a prefix")
+        // Every commit finished before the copy began is in it; none that began after it ended.
+        #expect(during >= stamps.count { $0 < window.start } && during <= stamps.count { $0 < window.end } + 1)
         #expect(inspection.devices == ids.count)
     }
 

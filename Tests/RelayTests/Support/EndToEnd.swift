@@ -1,4 +1,5 @@
 import Glibc
+import Testing
 @testable import FakeAPNs
 @testable import Relay
 @testable import RelayCore
@@ -43,7 +44,7 @@ final class EndToEnd: @unchecked Sendable {
     /// Starts (or restarts) the relay on the same database and waits until it is subscribed.
     @discardableResult
     func startRelay() throws -> RelayProcess {
-        relay?.process.stop()
+        relay?.stop()
         let started = try RelayProcess(environment: environment, directory: directory)
         relay = started
         try waitUntil("the relay subscribes", timeout: 30) {
@@ -53,7 +54,7 @@ final class EndToEnd: @unchecked Sendable {
     }
 
     func stopRelay() {
-        relay?.process.stop()
+        relay?.stop()
         relay = nil
     }
 

@@ -149,8 +149,21 @@ final class RelayProcess: @unchecked Sendable {
         return .down
     }
 
+    /// SIGTERM and a bounded wait. A relay that died of a signal, exited non-zero, or did not stop within 10 s of
+    /// SIGTERM fails the running test: a crash must never pass for a clean stop. Tests that expect another ending
+    /// read it with `process.waitForExit` or `process.stop` themselves.
+    func stop(sourceLocation: SourceLocation = #_sourceLocation) {
+        let code = process.stop(signal: SIGTERM, timeout: 10)
+        if code != 0 {
+            Issue.record("the relay ended with \(describeExit(code)); its log ends: \(process.log.suffix(1500))",
+                         sourceLocation: sourceLocation)
+        }
+    }
+
+    /// One still running is stopped, and judged, as `stop()` does; one that ended by itself is judged too (a test
+    /// that expected its exit has read the code, and a read code is not judged again).
     deinit {
-        process.stop(signal: SIGKILL, timeout: 5)
+        if !process.endingWasRead { stop() }
     }
 }
 

@@ -25,56 +25,92 @@ final class ChildProcess: @unchecked Sendable {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
+        // A child starts with no signal blocked and the usual dispositions: posix_spawn would otherwise hand it the
+        // spawning thread's mask and ignored signals, and a child with SIGTERM blocked never stops on `stop()`.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGTERM, SIGINT, SIGHUP, SIGABRT, SIGPIPE, SIGUSR1, SIGUSR2] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var child = pid_t()
-        let rc = posix_spawn(&child, path, &actions, nil, argv, envp)
+        let rc = posix_spawn(&child, path, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw TestFailure("could not start \(path): \(String(cString: strerror(rc)))") }
         pid = child
         self.logPath = logPath
         ChildRegistry.shared.add(child)
     }
 
-    /// Sends `signal` and waits (bounded) for the exit; returns the exit status, or nil if it had to be killed.
+    /// How it ended (`exitStatus`), once reaped: kept, so a second look neither waits on a reaped pid nor signals
+    /// one the kernel may have handed to another process.
+    private let ending = Locked<Int32?>(nil)
+    /// A caller has been given the ending (`stop`, `exitCode`, `waitForExit` returned it): it judges it.
+    private let read = Locked(false)
+    var endingWasRead: Bool { read.withLock { $0 } }
+
+    /// Reaps it if it has ended (once), and returns how it ended; nil while it runs.
+    private func reap(blocking: Bool = false) -> Int32? {
+        ending.withLock { ending in
+            if ending != nil { return ending }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, blocking ? 0 : WNOHANG) == pid else { return nil }
+            ChildRegistry.shared.remove(pid)
+            ending = exitStatus(status)
+            return ending
+        }
+    }
+
+    private func handedOver(_ code: Int32?) -> Int32? {
+        if code != nil { read.withLock { $0 = true } }
+        return code
+    }
+
+    /// Sends `signal` and waits (bounded) for the exit; returns the exit status (128 + N for a death by signal N),
+    /// or nil if it had to be killed. A process that had already ended is not signalled: its ending is returned.
     @discardableResult
     func stop(signal sig: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
+        if let ended = reap() { return handedOver(ended) }
         kill(pid, sig)
-        let deadline = SystemClock.monotonic() + timeout
-        var status: Int32 = 0
-        while SystemClock.monotonic() < deadline {
-            if waitpid(pid, &status, WNOHANG) == pid {
-                ChildRegistry.shared.remove(pid)
-                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-            }
-            usleep(20_000)
-        }
+        if let ended = waitForExit(timeout: timeout) { return ended }
         kill(pid, SIGKILL)
-        waitpid(pid, &status, 0)
-        ChildRegistry.shared.remove(pid)
+        _ = reap(blocking: true)
+        read.withLock { $0 = true }
         return nil
     }
 
-    /// The exit code if the process has exited (reaped here), else nil at once.
-    func exitCode() -> Int32? {
-        var status: Int32 = 0
-        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-        ChildRegistry.shared.remove(pid)
-        return (status >> 8) & 0xff
-    }
+    /// The exit code if the process has exited, else nil at once; 128 + N for a death by signal N.
+    func exitCode() -> Int32? { handedOver(reap()) }
 
-    /// Waits for the process to exit by itself (bounded); returns the exit code.
+    /// Waits for the process to exit by itself (bounded); returns the exit code, 128 + N for a death by signal N.
     func waitForExit(timeout: Double) -> Int32? {
         let deadline = SystemClock.monotonic() + timeout
-        var status: Int32 = 0
-        while SystemClock.monotonic() < deadline {
-            if waitpid(pid, &status, WNOHANG) == pid {
-                ChildRegistry.shared.remove(pid)
-                return (status >> 8) & 0xff
-            }
+        while true {
+            if let ended = reap() { return handedOver(ended) }
+            if SystemClock.monotonic() >= deadline { return nil }
             usleep(20_000)
         }
-        return nil
     }
 
     var log: String { (try? TestFiles.read(logPath)) ?? "" }
+}
+
+/// "exit N", or the signal's name for 128 + N (`exitStatus`), for a test's message.
+func describeExit(_ code: Int32?) -> String {
+    guard let code else { return "no exit within its bound (killed)" }
+    guard code > 128, let name = strsignal(code - 128) else { return "exit \(code)" }
+    return "exit \(code): killed by signal \(code - 128) (\(String(cString: name)))"
+}
+
+/// A `waitpid` status as a shell reports it: the exit code, or 128 + the signal that ended the process (SIGSEGV:
+/// 139), so a crash never reads as a clean exit.
+func exitStatus(_ status: Int32) -> Int32 {
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
 }
 
 /// Every child still running when the test process exits is killed, so nothing outlives the suite.
