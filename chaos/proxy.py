@@ -10,9 +10,10 @@ HTTP/1.1 (request line, headers, Content-Length body) so that each connection ca
 Faults (all apply at once, from the harness's event loop):
 
 * `cut(kind)`: close every open connection (of one kind, or all), as a restart or a network blip would.
-* `blackhole(kind)` / `heal()`: connections of that kind, open now or opened until `heal()`, are accepted but
-  nothing is forwarded either way (bytes are swallowed); `heal()` closes them, as a connection that silently
-  died and is finally reset.
+* `blackhole(kind, reopened=False)` / `heal()`: the connections of that kind open now go silent: kept open, nothing
+  forwarded either way (bytes are swallowed), as a connection that silently died; with `reopened`, so do those
+  opened until `heal()`, else new ones work. A silent connection stays open on the relay's side until the relay hangs
+  up or `heal()` closes it, as a middlebox finally resets it (whatever Prefect's side does meanwhile).
 * `fail_run_reads(until)`: until that `time.monotonic()`, `GET /api/flow_runs/{id}` is answered by the proxy with
   the 500 Prefect gives when it is failing, and the connection is closed; other requests pass.
 * `hold_runs(ids)` / `release()`: a REST request naming one of these run ids (in its path or body) is kept, not
@@ -20,6 +21,8 @@ Faults (all apply at once, from the harness's event loop):
   request stays held when the relay closes its connection meanwhile, as a server goes on with a request whose
   client left: `held_peak` is the most held at once, copies the relay gave up on included.
 
+`silent_hung_up` has when the relay closed a silent connection itself. A handler that fails other than by a
+connection ending, or a listener that stopped by itself, is kept in `problems` for the harness to judge.
 Standard library only; 127.0.0.1 only.
 """
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Link:
         self.upstream: asyncio.StreamWriter | None = None
         self.kind = "rest"
         self.held = False  # blackholed: read and swallow, forward nothing
+        self.released = False  # closed by `heal()`, not by the relay
 
     def close(self) -> None:
         for writer in (self.client, self.upstream):
@@ -53,10 +57,13 @@ class Proxy:
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.links: set[Link] = set()
-        self.blackholed: str | None = None
+        self.blackholed: str | None = None  # the kind whose new connections are blackholed too
+        self.problems: list[str] = []
         self.failing_until = 0.0
         #: time.monotonic() of every websocket upgrade to /api/events/out seen (held or not).
         self.events_opened: list[float] = []
+        #: time.monotonic() of every silent connection the relay closed itself (before `heal()`).
+        self.silent_hung_up: list[float] = []
         self.injected = 0
         self.held_runs: set[bytes] = set()
         self.released = asyncio.Event()
@@ -72,6 +79,8 @@ class Proxy:
         return self.port
 
     async def stop(self) -> None:
+        if self.server and not self.server.is_serving():
+            self.problems.append("proxy: its listener had stopped")
         if self.server:
             self.server.close()
         self.release()  # a held request's handler must end for wait_closed() to return
@@ -88,15 +97,18 @@ class Proxy:
             link.close()
         return len(doomed)
 
-    def blackhole(self, kind: str) -> None:
-        self.blackholed = kind
-        for link in self.links:
-            if link.kind == kind:
-                link.held = True
+    def blackhole(self, kind: str, reopened: bool = False) -> int:
+        """The open connections of `kind` go silent (and with `reopened`, new ones too); how many went silent."""
+        self.blackholed = kind if reopened else None
+        silenced = [link for link in self.links if link.kind == kind]
+        for link in silenced:
+            link.held = True
+        return len(silenced)
 
     def heal(self) -> None:
         self.blackholed = None
         for link in [link for link in self.links if link.held]:
+            link.released = True
             link.close()
 
     def fail_run_reads(self, until: float) -> None:
@@ -137,7 +149,11 @@ class Proxy:
                 back.cancel()
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except Exception as error:  # a bug here, not a connection that ended: the harness judges it
+            self.problems.append(f"proxy: a connection handler failed: {type(error).__name__}: {error}")
         finally:
+            if link.held and not link.released:
+                self.silent_hung_up.append(time.monotonic())
             self.links.discard(link)
             link.close()
 
@@ -177,7 +193,9 @@ class Proxy:
             link.upstream.write(data)
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: Link) -> None:
-        """Copies bytes one way until EOF, swallowing them while the link is held."""
+        """Copies bytes one way until EOF, swallowing them while the link is held. A held link whose upstream ends
+        (Prefect gives up on a peer that stopped answering its pings) stays open on the relay's side: only the relay
+        hanging up, or `heal()`, ends a silent connection."""
         try:
             while data := await reader.read(65536):
                 if not link.held:
@@ -186,4 +204,5 @@ class Proxy:
         except (OSError, asyncio.CancelledError):
             pass
         finally:
-            link.close()
+            if not (link.held and writer is link.client):
+                link.close()

@@ -1,5 +1,6 @@
 """The processes `make chaos` runs and what it reads from them: a real Prefect server, the fake APNs, the relay, and
 flows that pause. 127.0.0.1 only; every wait has a deadline; `stop_all()` stops whatever is still running.
+How every relay and fake APNs process ended is kept and judged (`Endings`).
 """
 from __future__ import annotations
 
@@ -15,13 +16,37 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-from harness import (AUTH, BASIC, free_port, http_call, log, register, signal_process, spawn, started, stop,  # noqa: E402,F401
-                     stop_all)
+from harness import (AUTH, BASIC, ending, free_port, http_call, judge, log, register,  # noqa: E402,F401
+                     signal_process, spawn, started, stop, stop_all)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 FIX = os.path.join(ROOT, "Tests", "RelayTests", "Fixtures", "apns")
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 KEY_ID, TEAM_ID = "TESTKEY123", "TEAM123456"
+
+
+# MARK: - how the processes ended
+
+class Endings:
+    """How each relay and fake APNs process of a scenario ended, and what was wrong with that (`harness.judge`).
+    A process the harness stopped may exit 0 or die of the SIGTERM it sent; any other ending must be one the
+    scenario explains (`expected`: the fake's SIGKILL in relay-kill, db-deleted's exit, the fake's own `exit`).
+    A death by any other signal, another exit code, or a process that needed SIGKILL at its stop is a problem."""
+
+    def __init__(self):
+        self.seen: list[str] = []  # "relay pid 123: signal SIGKILL (9)", one per process, in order
+        self.problems: list[str] = []
+
+    def judge(self, name: str, process, expected: tuple = (0,)) -> None:
+        """Judges `process` (ended) once; later calls for the same process do nothing."""
+        if getattr(process, "judged", False):
+            return
+        process.judged = True
+        stopped = getattr(process, "stopped_by_harness", False)
+        self.seen.append(f"{name}: {ending(process.returncode)}" + (" (stopped)" if stopped else ""))
+        problem = judge(name, process, (*expected, 0, -signal.SIGTERM) if stopped else expected)
+        if problem:
+            self.problems.append(problem)
 
 
 # MARK: - HTTP
@@ -155,11 +180,14 @@ class Arrivals:
         self.accepted: dict[tuple[str, str, str], list[int]] = {}  # (collapse id, push type, token)
         self.without_collapse: dict[tuple[str, str, str], list[int]] = {}  # (run id, push type, token)
         self.total = 0  # every request, answered or not
-        self.requests: list[tuple[int, str, str, int]] = []  # every request: (stamp, push type, token, status)
+        # Every request: (stamp, push type, token, status, message), the message being its collapse id, or for a push
+        # without one (a Live Activity start) "run <run id>".
+        self.requests: list[tuple[int, str, str, int, str]] = []
 
     def add(self, stamp: int, token: str, collapse: str, push_type: str, status: int, run_id: str) -> None:
         self.total += 1
-        self.requests.append((stamp, push_type, token.lower(), status))
+        message = collapse if collapse != "-" else f"run {run_id}"
+        self.requests.append((stamp, push_type, token.lower(), status, message))
         if status != 200:
             return
         if collapse != "-":
@@ -180,8 +208,10 @@ class Arrivals:
 class FakeAPNs:
     """`fake-apns --arrivals --control`; killed and started again on the same port, its arrivals kept."""
 
-    def __init__(self, binary: str, work: str):
+    def __init__(self, binary: str, work: str, endings: Endings | None = None):
         self.binary = binary
+        self.endings = endings or Endings()
+        self.process = None
         self.log_path = os.path.join(work, "fake-apns.log")
         self.port = 0
         self.arrivals = Arrivals()
@@ -237,12 +267,19 @@ class FakeAPNs:
         except asyncio.TimeoutError:
             signal_process(self.process, signal.SIGKILL)
             await self.process.wait()
+            self.process.judged = True
+            self.endings.problems.append(f"fake-apns pid {self.process.pid} did not end on its exit command in 5 s")
         await self.reader
         started.remove(self.process)
+        self.endings.judge(f"fake-apns pid {self.process.pid}", self.process, expected=(137,))  # its exit's code
 
     async def stop(self) -> None:
+        if self.process is None:
+            return
         await stop(self.process)
-        self.reader.cancel()
+        if getattr(self, "reader", None):
+            self.reader.cancel()
+        self.endings.judge(f"fake-apns pid {self.process.pid}", self.process)
 
 
 # MARK: - the relay
@@ -266,11 +303,14 @@ def register_phones(port: int, phones: list[Device]) -> None:
 
 class Relay:
     """The relay under test (CHAOS_RELAY_BIN): Prefect through the proxy, APNs at the fake, its own DB and port.
-    Started again with the same environment after a kill, as a supervisor would."""
+    Started again with the same environment after a kill, as a supervisor would. Every process it started is judged
+    as it is replaced or stopped (`endings`): one that ended by itself may only exit with `expected_exits`."""
 
     def __init__(self, binary: str, work: str, prefect_url: str, apns_port: int, db_path: str,
-                 prefix: tuple = ()):
+                 prefix: tuple = (), endings: Endings | None = None):
         self.binary = binary
+        self.endings = endings or Endings()
+        self.expected_exits: tuple = (0,)  # db-deleted: the exit its fault causes
         self.prefix = prefix  # a command the relay runs under, e.g. prlimit for a low descriptor limit
         self.port = free_port()
         self.log_path = os.path.join(work, "relay.log")
@@ -285,7 +325,7 @@ class Relay:
     async def start(self, timeout: float = 30) -> None:
         """Starts it and waits until /health says it is subscribed to the events socket."""
         if self.process:
-            await stop(self.process)  # one that exited or was killed: forget it
+            await self.stop()  # one that exited or was killed: judged, then forgotten
         self.process = await spawn(*self.prefix, self.binary, env=self.env, log_path=self.log_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -316,10 +356,18 @@ class Relay:
     async def register(self, phones: list[Device]) -> None:
         await asyncio.to_thread(register_phones, self.port, phones)
 
+    def expect_kill(self) -> None:
+        """The running process is about to be killed by the scenario's fault (SIGKILL): that ending is expected."""
+        self.process.fault_endings = (-signal.SIGKILL,)
+
     async def kill(self) -> None:
+        self.expect_kill()
         signal_process(self.process, signal.SIGKILL)
         await self.process.wait()
 
     async def stop(self) -> None:
+        """Stops the process (if still running) and judges how it ended."""
         if self.process:
             await stop(self.process)
+            self.endings.judge(f"relay pid {self.process.pid}", self.process,
+                               self.expected_exits + getattr(self.process, "fault_endings", ()))

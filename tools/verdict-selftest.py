@@ -2,13 +2,18 @@
 """The verdicts of the fault and attack harnesses, each shown failing on a planted defect: a check that cannot fail
 proves nothing. Runs in a second (no servers); `make test` runs it first.
 
-  chaos/run.py passed()          a duplicate, a missed start, a skipped scenario, a sanitizer report
+  chaos/run.py passed()          a duplicate, a missed start, a skipped scenario, a relay that crashed, exited or
+                                 hung at its stop, a crash line in its log, relay-kill re-sending an answered push,
+                                 events-blackhole delivering only once the silent socket was released
   tools/bad-input.py failed()    a 5xx, a dead relay, a non-JSON answer, a device the battery wrote
   tools/slow-connections.py failed()  a dead relay, a starved /health, a failed registration, a late alert
 """
 import importlib.util
 import os
+import signal
 import sys
+import tempfile
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "chaos"))
@@ -34,6 +39,14 @@ def expect(label: str, condition: bool) -> None:
         problems.append(label)
 
 
+def crash_lines(log: bytes) -> list[str]:
+    """What chaos/run.py finds in a scenario whose relay log is `log`."""
+    with tempfile.TemporaryDirectory() as work:
+        with open(os.path.join(work, "relay.log"), "wb") as f:
+            f.write(log)
+        return chaos.sanitizer_reports(work)
+
+
 clean = {"pauses": 1, "devices": 3, "missed": 0, "duplicates": 0, "starts_missed": 0, "start_duplicates": 0}
 expect("chaos: a clean result passes", chaos.passed("baseline", clean))
 expect("chaos: a duplicate alert fails", not chaos.passed("baseline", {**clean, "duplicates": 1}))
@@ -44,6 +57,60 @@ expect("chaos: a missed start fails", not chaos.passed("baseline", {**clean, "st
 expect("chaos: a missed alert fails", not chaos.passed("baseline", {**clean, "missed": 1}))
 expect("chaos: a skipped scenario fails", not chaos.passed("disk-full", {"skipped": "needs root"}))
 expect("chaos: a scenario that could not run fails", not chaos.passed("baseline", {"error": "RuntimeError"}))
+
+
+def ended(returncode: int, stopped: bool = False, hung: bool = False, fault: tuple = ()) -> dict:
+    """A scenario's result once one relay process that ended so was judged."""
+    endings = chaos.Endings()
+    relay = types.SimpleNamespace(pid=7, returncode=returncode, stopped_by_harness=stopped, hung_at_stop=hung)
+    endings.judge("relay pid 7", relay, (0, *fault))
+    return {**clean, "endings": endings.seen, **({"bad_endings": endings.problems} if endings.problems else {})}
+
+
+expect("chaos: a relay that died of SIGSEGV fails", not chaos.passed("baseline", ended(-signal.SIGSEGV)))
+expect("chaos: a relay that crashed before the harness's SIGTERM fails",
+       not chaos.passed("baseline", ended(-signal.SIGSEGV, stopped=True)))
+expect("chaos: a relay that needed SIGKILL at its stop fails",
+       not chaos.passed("baseline", ended(-signal.SIGKILL, stopped=True, hung=True)))
+expect("chaos: a relay that exited 1 by itself fails", not chaos.passed("baseline", ended(1)))
+expect("chaos: a relay stopped by SIGTERM passes", chaos.passed("baseline", ended(0, stopped=True)))
+expect("chaos: relay-kill's SIGKILL passes", chaos.passed("relay-kill", ended(-signal.SIGKILL, fault=(-9,))))
+expect("chaos: a crash mark in a relay log is found", crash_lines(
+    b"*** Signal 11: Backtracing from 0x55d0... done ***\n*** Program crashed: Bad pointer dereference at 0x8 ***\n"))
+KILL, UP = 10_000_000_000, 11_000_000_000  # CLOCK_MONOTONIC ns of a kill and of the restart
+
+
+def resent(answered_ms_before: float, message: str = "state-1") -> dict:
+    """relay-kill's verdict when a push answered that long before the kill is sent again after the restart."""
+    requests = [(KILL - int(answered_ms_before * 1e6), "alert", "a1" + "0" * 62, 200, "state-1"),
+                (KILL - 1_000_000_000, "alert", "a1" + "1" * 62, 200, "state-1"),
+                (UP + 5_000_000, "alert", "a1" + "0" * 62, 200, message)]
+    return {**clean, **chaos.kills_target([chaos.resent_after_kill(requests, KILL, UP, {})])}
+
+
+expect("chaos: relay-kill re-sending a push answered 100 ms before the kill fails",
+       not chaos.passed("relay-kill", resent(100)))
+expect("chaos: relay-kill re-sending a push answered 10 ms before the kill passes",
+       chaos.passed("relay-kill", resent(10)))
+expect("chaos: relay-kill sending the same token another pause's push passes",
+       chaos.passed("relay-kill", resent(100, message="state-2")))
+HEAL = 40_000_000_000  # CLOCK_MONOTONIC ns when the silent events socket is released, 40 s into the silence
+
+
+def blackhole(firsts: list, hung_up_s: float | None) -> dict:
+    """events-blackhole's result for these first alerts when the relay hung up on the silent socket `hung_up_s` into
+    the silence (None: never)."""
+    return {**clean, **chaos.blackhole_verdict(firsts, HEAL, HEAL - 38e9, hung_up_s, None, 40.0)}
+
+
+expect("chaos: events-blackhole dropping the silent socket and delivering before the heal passes",
+       chaos.passed("events-blackhole", blackhole([HEAL - 9e9, HEAL - 8e9], 25.4)))
+expect("chaos: events-blackhole with an alert only after the heal fails",
+       not chaos.passed("events-blackhole", blackhole([HEAL - 9e9, HEAL + 1e9], None)))
+expect("chaos: events-blackhole delivering before the heal but keeping the silent socket fails",
+       not chaos.passed("events-blackhole", blackhole([HEAL - 2e9, HEAL - 1e9], None)))
+expect("chaos: events-blackhole with an alert missing fails",
+       not chaos.passed("events-blackhole", blackhole([None], 25.4)))
 
 good = {"relay_alive": True, "server_errors_5xx_not_505": 0, "no_answer": 3, "not_json": 0,
         "devices": [bad_input.KEEP]}
