@@ -44,7 +44,7 @@ RUN_PORT   ?= 8080
 PREFECT_PORT ?= 4200
 
 .PHONY: deps deps-apt deps-python deps-image deps-systemd systemd-verify deps-bench deps-valgrind deps-prometheus prometheus-check release-inputs symbol-order build debug test lint k8s-validate run demo bench bench-build size-report chaos \
-        chaos-quick chaos-asan chaos-asan-smoke soak rest-client-bench clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
+        chaos-quick chaos-asan chaos-asan-smoke soak docs-tables rest-client-bench clean fuzz fuzz-build fuzz-smoke test-sanitize test-asan test-tsan slow-connections bad-input \
         image image-archive push apply deploy apns-key status health logs
 
 deps: deps-apt deps-python
@@ -120,7 +120,7 @@ test: deps lint k8s-validate systemd-verify prometheus-check release-inputs
 	$(VENV)/bin/python tools/verdict-selftest.py
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(VENV)/bin/python tools/release-smoke.py
-	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every 500 --out .build/soak-smoke.json
+	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every $(SOAK_SMOKE_EVERY) --out .build/soak-smoke.json
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	$(MAKE) --no-print-directory fuzz-smoke
 	$(MAKE) --no-print-directory chaos-quick
@@ -229,14 +229,26 @@ rest-client-bench: deps-apt $(PREFECT) release-inputs
 	sh bench/rest-client/size.sh .build/rest-client $(STATIC_DIR)/openssl/lib
 
 # Thousands of pauses and resumes against the scripted Prefect and the fake APNs (bench/soak.py), the relay's RSS,
-# descriptors and store sampled as they go: fails if RSS grows over 1 MiB after the warm-up, descriptors don't come
-# back, the store outgrows its bounds or keeps a message without rows. Release builds; ~2 minutes for 10,000 pauses.
-# `make test` runs SOAK_SMOKE_PAUSES of it.
+# descriptors and store sampled as they go: fails if RSS trends upwards after the warm-up (a least-squares slope over
+# 0.5 KiB per pause), descriptors don't come back, the store outgrows its bounds or keeps a message without rows, or
+# the relay crashes or hangs at its stop. Release builds; ~2 minutes for 10,000 pauses; writes bench/soak-results.json
+# (`make docs-tables` puts it in docs/testing.md). `make test` runs SOAK_SMOKE_PAUSES of it, sampled every
+# SOAK_SMOKE_EVERY (11 samples after the 2,500-pause warm-up). SOAK_ARGS for more options, e.g.
+# "--relay-preload .build/planted/leak-on-write.so" (tools/planted/leak-on-write.c: a planted leak it must fail on).
 SOAK_PAUSES ?= 10000
 SOAK_SMOKE_PAUSES ?= 3000
+SOAK_SMOKE_EVERY ?= 50
+SOAK_ARGS ?=
 soak: deps build
 	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
-	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_PAUSES)
+	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_PAUSES) $(SOAK_ARGS)
+
+# The "latest run" tables of docs/testing.md (chaos, soak) and docs/benchmarks.md (bench), written from the results
+# files the last runs left (chaos/results.json, bench/soak-results.json, bench/results.json) and headed with the
+# commit and date each ran on (tools/latest-run.py). DOCS_TABLES="--only soak" for some of them.
+DOCS_TABLES ?=
+docs-tables:
+	$(PYTHON) tools/latest-run.py $(DOCS_TABLES)
 
 # Fault injection (chaos/run.py): the relay against a real Prefect server through a TCP proxy that cuts, blackholes,
 # answers 500 and holds some runs' reads, and a fake APNs that is killed, answers 503, sends GOAWAY or goes silent;
@@ -357,7 +369,8 @@ slow-connections: deps
 	$(SWIFT) build --product fake-apns
 	$(VENV)/bin/python tools/slow-connections.py $(SLOW_ARGS)
 
-# 20,000 bad requests against the API (tools/bad-input.py): every answer the relay's JSON, no 5xx, devices intact.
+# 20,000 bad requests against the API (tools/bad-input.py): every answer the relay's JSON, no 5xx, devices intact,
+# no request left without an answer (a close answers only the attacks past a limit), and a clean stop.
 bad-input: deps
 	$(SWIFT) build --product prefect-push
 	$(VENV)/bin/python tools/bad-input.py $(BAD_INPUT_ARGS)

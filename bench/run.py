@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-from harness import AUTH, free_port, http_call, log, register, spawn, stop, stop_all  # noqa: E402
+from harness import AUTH, free_port, http_call, judge, log, register, spawn, stop, stop_all  # noqa: E402
 from peer import ScriptedPrefect  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -40,6 +40,9 @@ BIN = os.path.join(ROOT, ".build", "release")
 FIX = os.path.join(ROOT, "Tests", "RelayTests", "Fixtures", "apns")
 PYTHON = sys.executable
 KEY_ID, TEAM_ID = "TESTKEY123", "TEAM123456"
+#: What was wrong with how each relay this process stopped ended (a crash, a hang at stop, an exit code other than 0):
+#: each one fails the run, since a relay that dies on its way out passed every measurement before it.
+RELAY_ENDINGS: list[str] = []
 
 
 # MARK: - helpers
@@ -62,6 +65,24 @@ def rss_kb(pid: int) -> dict:
             if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")):
                 out[line.split(":")[0]] = int(line.split()[1])
     return out
+
+
+def source_commit() -> str | None:
+    """`git rev-parse --short HEAD`, with "-dirty" when a tracked file differs from it (the binary may hold those
+    changes); None outside a git checkout, so a results table says "commit unknown" rather than guessing."""
+    git = ["git", "--no-optional-locks", "-C", ROOT]  # read-only: no index refresh under others' git commands
+    try:
+        head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if changed.stdout.strip() else "")
+
+
+def run_stamp() -> dict:
+    """The "commit" and "date" (UTC) a results file is headed with in the docs (tools/latest-run.py)."""
+    return {"commit": source_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def register_devices(port: int, count: int, prefix: str) -> None:
@@ -199,8 +220,15 @@ class RelayRun:
     def rss(self) -> dict:
         return rss_kb(self.process.pid)
 
-    async def stop(self):
+    async def stop(self) -> str | None:
+        """Stops the relay; returns what was wrong with how it ended (also kept in RELAY_ENDINGS), or None."""
         await stop(self.process)
+        where = os.path.basename(self.directory)
+        problem = judge("the relay" if where == "relay" else f"the relay in {where}", self.process)
+        if problem:
+            RELAY_ENDINGS.append(problem)
+            log(problem)
+        return problem
 
 
 # MARK: - 1. latency
@@ -693,7 +721,7 @@ def table(results: dict) -> str:
     return out
 
 
-async def main() -> None:
+async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-real", action="store_true")
@@ -707,7 +735,7 @@ async def main() -> None:
     if args.skip_real:
         parts.discard("real")
     work = tempfile.mkdtemp(prefix="prefect-push-bench-")
-    results: dict = {"machine": machine()}
+    results: dict = {**run_stamp(), "machine": machine()}
     peer = ScriptedPrefect()
     await peer.start()
     try:
@@ -733,11 +761,15 @@ async def main() -> None:
         await peer.stop()
         await stop_all()
     results["table"] = table(results)
+    results["relay_endings"] = RELAY_ENDINGS
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
     print(results["table"])
     print(f"\nwrote {os.path.relpath(args.out, ROOT)}; logs in {work}")
+    if RELAY_ENDINGS:
+        print("bench: FAILED: " + "; ".join(RELAY_ENDINGS))
+    return 1 if RELAY_ENDINGS else 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(asyncio.run(main()))

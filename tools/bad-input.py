@@ -4,7 +4,8 @@ headers, invalid UTF-8, NULs, deep nesting, path tricks, malformed credentials a
 
 Starts a local Prefect server (basic auth) and the relay, registers one device, sends --requests requests from
 --threads threads, then checks: the relay is alive, no answer is a 5xx, every answer is the relay's JSON, and the
-device table holds exactly the device registered (plus none of the battery's). Prints one JSON object.
+device table holds exactly the device registered (plus none of the battery's), every request was answered (a close
+is an answer only for the attacks in MAY_CLOSE), and the relay exited 0 on SIGTERM. Prints one JSON object.
 
     .venv/bin/python tools/bad-input.py --relay .build/debug/prefect-push [--requests 20000] [--threads 16]
 """
@@ -21,7 +22,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import free_port, start_prefect, stop_processes  # tools/harness.py, beside this file
+from harness import bad_ending, ending, free_port, start_prefect, stop_processes  # tools/harness.py, beside this file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUTH = "demo:demo"
@@ -31,13 +32,15 @@ KEEP = "keep-me"
 
 
 def exchange(port, data, timeout=8.0):
-    """Sends data; returns the raw answer (b"" when the relay closed without one)."""
+    """Sends data; returns the raw answer and how the exchange ended: "answered" (bytes came), "closed" (the relay
+    closed without a byte), "reset" (the kernel reset the connection: the relay closed with bytes of ours unread) or
+    "timeout" (nothing within `timeout`: a request left hanging)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
         s.sendall(data)
     except OSError:
         pass  # the relay may answer (431, 413) and close before taking it all
-    out = b""
+    out, how = b"", "closed"
     try:
         while True:
             chunk = s.recv(65536)
@@ -49,13 +52,29 @@ def exchange(port, data, timeout=8.0):
                 length = re.search(rb"(?i)content-length: *(\d+)", out[:m.start()])
                 if length and len(out) - m.end() >= int(length.group(1)):
                     break
-                if out.startswith(b"HTTP/1.1 204") or out.startswith(b"HTTP/1.1 100"):
-                    if out.startswith(b"HTTP/1.1 204"):
-                        break
-    except (socket.timeout, OSError):
-        pass
+                if out.startswith(b"HTTP/1.1 204"):
+                    break
+    except socket.timeout:
+        how = "timeout"
+    except OSError:
+        how = "reset"
     s.close()
-    return out
+    return out, ("answered" if out else how)
+
+
+# Attacks the relay may answer by closing the connection: past a limit (a 16 KiB head, 100 headers, a 64 KiB body) it
+# stops reading, answers 431 or 413 and closes, and the bytes of ours it never read make the kernel reset the
+# connection, which can take the answer with it. Every other attack fits in one read and must be answered; a request
+# left hanging (no answer within 8 s) fails the run whatever the attack.
+MAY_CLOSE = {"huge-header", "many-headers", "64KiB-boundary"}
+
+
+def left_unanswered(kind: str, how: str) -> bool:
+    """Whether an exchange that ended `how` ("answered", "closed", "reset", "timeout", "connect-failed") left attack
+    `kind` without the answer it is owed."""
+    if how == "answered":
+        return False
+    return not (kind in MAY_CLOSE and how in ("closed", "reset"))
 
 
 def request(method, path, headers=None, body=b"", auth=True):
@@ -139,7 +158,7 @@ def main():
                                  stdout=open(work + "/relay.log", "w"), stderr=subprocess.STDOUT)
         procs.append(relay)
         time.sleep(1)
-        first = exchange(relay_port, request("POST", "/push/devices", body=json.dumps(
+        first, _ = exchange(relay_port, request("POST", "/push/devices", body=json.dumps(
             {"id": KEEP, "token": TOKEN, "environment": "production", "server_id": "s"}).encode()))
         assert first.startswith(b"HTTP/1.1 200"), first[:200]
 
@@ -150,12 +169,12 @@ def main():
         def run(case):
             kind, data = case
             try:
-                answer = exchange(relay_port, data)
+                answer, how = exchange(relay_port, data)
             except OSError as error:
-                return kind, "connect-failed:" + type(error).__name__, None
+                return kind, "connect-failed:" + type(error).__name__, None, "connect-failed"
             m = re.match(rb"HTTP/1\.1 (\d{3}) ", answer)
             if not m:
-                return kind, "no-answer", None
+                return kind, "no-answer:" + how if how != "answered" else "not-http", None, how
             status = int(m.group(1))
             body = answer.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in answer else b""
             is_json = True
@@ -164,28 +183,35 @@ def main():
                     json.loads(body)
                 except ValueError:
                     is_json = False
-            return kind, status, is_json
+            return kind, status, is_json, how
 
         started = time.time()
         with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
-            for kind, status, is_json in pool.map(run, cases):
-                entry = results.setdefault(kind, {"statuses": {}, "not_json": 0})
+            for kind, status, is_json, how in pool.map(run, cases):
+                entry = results.setdefault(kind, {"statuses": {}, "not_json": 0, "unanswered": 0})
                 entry["statuses"][str(status)] = entry["statuses"].get(str(status), 0) + 1
                 if is_json is False:
                     entry["not_json"] += 1
+                # An answer that is not HTTP at all is no answer either.
+                if left_unanswered(kind, how) or status == "not-http":
+                    entry["unanswered"] += 1
         seconds = time.time() - started
         devices = [row[0] for row in sqlite3.connect(work + "/relay.db").execute("SELECT id FROM devices")]
+        alive = relay.poll() is None
+        ending_problem = stop_relay(relay)
         all_statuses = {}
         for entry in results.values():
             for status, n in entry["statuses"].items():
                 all_statuses[status] = all_statuses.get(status, 0) + n
         summary = {
             "relay": args.relay, "requests": args.requests, "seconds": round(seconds, 1),
-            "relay_alive": relay.poll() is None,
+            "relay_alive": alive, "relay_ending": ending(relay.returncode), "relay_ending_problem": ending_problem,
             # 505 is the answer chosen for an HTTP version other than 1.x; any other 5xx would be the relay's fault.
             "server_errors_5xx_not_505": sum(n for s, n in all_statuses.items()
                                              if s.isdigit() and int(s) >= 500 and s != "505"),
             "no_answer": sum(n for s, n in all_statuses.items() if not s.isdigit()),
+            # Of those, the requests owed an answer (MAY_CLOSE says which attacks may be answered by a close).
+            "unanswered": sum(e["unanswered"] for e in results.values()),
             "not_json": sum(e["not_json"] for e in results.values()),
             "statuses": dict(sorted(all_statuses.items())),
             "devices": devices,
@@ -200,6 +226,20 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+def stop_relay(relay: subprocess.Popen) -> str | None:
+    """SIGTERM, SIGKILL after 10 s; what was wrong with how the relay ended (a crash, a hang, an exit other than 0)."""
+    hung = False
+    if relay.poll() is None:
+        relay.terminate()
+        try:
+            relay.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            hung = True
+            relay.kill()
+            relay.wait()
+    return bad_ending("the relay", relay.returncode, hung=hung)
+
+
 def failed(summary: dict) -> list[str]:
     """What the battery found wrong: each is a failure (exit 1), not a figure to read."""
     out = []
@@ -207,6 +247,11 @@ def failed(summary: dict) -> list[str]:
         out.append("the relay died")
     if summary["server_errors_5xx_not_505"]:
         out.append(f"{summary['server_errors_5xx_not_505']} answers were 5xx")
+    if summary["unanswered"]:
+        kinds = sorted(kind for kind, e in summary.get("by_kind", {}).items() if e["unanswered"])
+        out.append(f"{summary['unanswered']} requests were left without an answer ({', '.join(kinds)})")
+    if summary.get("relay_ending_problem"):
+        out.append(summary["relay_ending_problem"])
     if summary["not_json"]:
         out.append(f"{summary['not_json']} answers were not JSON")
     if summary["devices"] != [KEEP]:

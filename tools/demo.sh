@@ -15,12 +15,35 @@ ACTIVITY=$(printf 'ef%.0s' {1..32})
 
 work=$(mktemp -d)
 pids=()
+relay=
 cleanup() {
+  # A relay that ended before its stop (a crash mid-demo) says how, whatever else failed.
+  if [ -n "$relay" ] && ! kill -0 "$relay" 2>/dev/null; then
+    rc=0; wait "$relay" 2>/dev/null || rc=$?; relay_ending "$rc" || true
+  fi
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+# How the relay ended, from `wait`'s status (128+N: killed by signal N); fails unless it exited 0.
+relay_ending() {
+  if [ "$1" -gt 128 ]; then echo "the relay was killed by signal $(($1 - 128)) (SIG$(kill -l $(($1 - 128))))" >&2; return 1; fi
+  if [ "$1" -ne 0 ]; then echo "the relay exited $1" >&2; return 1; fi
+}
+# SIGTERM, then up to 10 s for the relay's orderly stop; a relay that outlives it is killed and fails the demo.
+stop_relay() {
+  local pid=$relay rc=0; relay=
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+    echo "the relay did not stop within 10 s of SIGTERM and was killed" >&2; return 1
+  fi
+  wait "$pid" || rc=$?
+  relay_ending "$rc"
+}
 
 free_port() { "$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_for() {  # wait_for <seconds> <description> <command...>
@@ -51,7 +74,7 @@ say "starting the relay (127.0.0.1:$relay_port)"
 PREFECT_API_URL=$api PREFECT_API_AUTH_STRING=$AUTH PORT=$relay_port DB_PATH=$work/relay.db \
   APNS_KEY_PATH=$FIX/AuthKey_TESTKEY123.p8 APNS_KEY_ID=TESTKEY123 APNS_TEAM_ID=TEAM123456 \
   APNS_PRODUCTION_URL=https://127.0.0.1:$prod_port APNS_DEVELOPMENT_URL=https://127.0.0.1:$dev_port \
-  APNS_CA_FILE=$FIX/ca.pem "$BIN/prefect-push" 2>"$work/relay.log" & pids+=($!)
+  APNS_CA_FILE=$FIX/ca.pem "$BIN/prefect-push" 2>"$work/relay.log" & relay=$!; pids+=($relay)
 wait_for 20 "the relay to subscribe" sh -c "curl -fs 127.0.0.1:$relay_port/health | grep -q '\"subscribed\":true'"
 curl -s "127.0.0.1:$relay_port/health"; echo
 
@@ -81,3 +104,5 @@ grep -h "approved" "$work/flow.log" || true
 say "relay log"
 grep -E "pause\.|apns\.(sent|fanout)|device\." "$work/relay.log" | cut -c1-200
 say "done; stopping everything"
+stop_relay
+echo "the relay stopped cleanly (exit 0)"

@@ -5,7 +5,8 @@ The Swift tests run the debug build, which links Debian's shared libraries; this
 against the scripted Prefect (bench/peer.py) and the release fake APNs (HTTP/2 over TLS 1.3, ES256 tokens checked):
   - it starts and subscribes;
   - 3 devices register, a pause reaches all 3 as alerts, and its end is seen;
-  - `prefect-push check` verifies TLS to the fake with the CA file and signs a token with the key.
+  - `prefect-push check` verifies TLS to the fake with the CA file and signs a token with the key;
+  - the relay exits 0 on SIGTERM, and `check` ends by its exit code, not a signal.
 Exits 1 with what failed. 127.0.0.1 only; every wait is bounded; stops what it started.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 import run as bench  # noqa: E402
+from harness import ending  # noqa: E402  (tools/harness.py, beside this file)
 from peer import ScriptedPrefect  # noqa: E402
 
 
@@ -27,6 +29,7 @@ async def main() -> int:
     await peer.start()
     fake = await bench.Fake.start()
     relay = await bench.RelayRun.start(f"http://127.0.0.1:{peer.port}/api", fake, os.path.join(work, "relay"))
+    code = 1
     try:
         await relay.wait_subscribed(timeout=20)
         await relay.register(3)
@@ -43,17 +46,20 @@ async def main() -> int:
                                         env=env, capture_output=True, text=True, timeout=30)
         tls = [line for line in check.stdout.splitlines() + check.stderr.splitlines() if line.startswith("ok")]
         if check.returncode != 0 or not any("certificate verified" in line for line in tls):
-            print(f"release smoke: check failed ({check.returncode}):\n{check.stdout}{check.stderr}")
-            return 1
-        print(f"release smoke: subscribed, {len(stamps)} alerts over TLS, check passed ({len(tls)} ok lines)")
-        return 0
+            print(f"release smoke: check failed ({ending(check.returncode)}):\n{check.stdout}{check.stderr}")
+        else:
+            print(f"release smoke: subscribed, {len(stamps)} alerts over TLS, check passed ({len(tls)} ok lines)")
+            code = 0
     except (RuntimeError, asyncio.TimeoutError) as error:
         print(f"release smoke failed: {error!r}; relay log: {work}/relay/relay.log")
-        return 1
     finally:
-        await relay.stop()
+        problem = await relay.stop()
         await fake.stop()
         await peer.stop()
+    if problem:
+        print(f"release smoke failed: {problem}; relay log: {work}/relay/relay.log")
+        return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import time
 import urllib.request
 from datetime import datetime
 
-from harness import free_port, start_prefect, stop_processes  # tools/harness.py, beside this file
+from harness import bad_ending, ending, free_port, start_prefect, stop_processes  # tools/harness.py, beside this file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "Tests/RelayTests/Fixtures/apns")
@@ -146,8 +146,9 @@ def main():
             relay_env.update(APNS_KEY_PATH=FIX + "/AuthKey_TESTKEY123.p8", APNS_KEY_ID="TESTKEY123",
                              APNS_TEAM_ID="TEAM123456", APNS_PRODUCTION_URL=f"https://127.0.0.1:{prod_port}",
                              APNS_DEVELOPMENT_URL=f"https://127.0.0.1:{dev_port}", APNS_CA_FILE=FIX + "/ca.pem")
-        procs.append(subprocess.Popen([args.relay], env=relay_env, stdout=open(work + "/relay.log", "w"),
-                                      stderr=subprocess.STDOUT))
+        relay = subprocess.Popen([args.relay], env=relay_env, stdout=open(work + "/relay.log", "w"),
+                                 stderr=subprocess.STDOUT)
+        procs.append(relay)
         wait_for("the relay to subscribe", 30,
                  lambda: b'"subscribed":true' in urllib.request.urlopen(
                      f"http://127.0.0.1:{relay_port}/push/health", timeout=2).read())
@@ -216,6 +217,8 @@ def main():
         done.set()
         for t in threads:
             t.join(timeout=args.duration + 30)
+        alive = relay.poll() is None
+        ending_problem = stop_relay(relay)
         relay_log = open(work + "/relay.log").read()
         ok = [s for s in health if s[0] == 200 and s[1] <= 1.0]
         latencies = sorted(s[1] for s in health if s[0] == 200)
@@ -231,7 +234,7 @@ def main():
             "pause": pause,
             "attack": stats,
             "relay_listing_failed": relay_log.count("listing_failed"),
-            "relay_alive": procs[-1 if args.no_pause else 3].poll() is None,
+            "relay_alive": alive, "relay_ending": ending(relay.returncode), "relay_ending_problem": ending_problem,
         }
         print(json.dumps(result, indent=1))
         failures = failed(result, args.no_pause)
@@ -245,13 +248,29 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
+def stop_relay(relay: subprocess.Popen) -> str | None:
+    """SIGTERM, SIGKILL after 10 s; what was wrong with how the relay ended (a crash, a hang, an exit other than 0)."""
+    hung = False
+    if relay.poll() is None:
+        relay.terminate()
+        try:
+            relay.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            hung = True
+            relay.kill()
+            relay.wait()
+    return bad_ending("the relay", relay.returncode, hung=hung)
+
+
 def failed(result: dict, no_pause: bool) -> list[str]:
     """What the attack may not do (each a failure, exit 1): kill the relay, starve /health (95 % of probes answered
-    within 1 s), starve registrations (every one answered 200 within its 10 s budget), or delay the pause's alert
-    past 5 s."""
+    within 1 s), starve registrations (every one answered 200 within its 10 s budget), delay the pause's alert past
+    5 s, or leave the relay unable to stop cleanly (a crash or a hang at SIGTERM, an exit other than 0)."""
     out = []
     if not result["relay_alive"]:
         out.append("the relay died")
+    if result.get("relay_ending_problem"):
+        out.append(result["relay_ending_problem"])
     if result["health_ok_pct"] < 95:
         out.append(f"only {result['health_ok_pct']} % of /health probes answered within 1 s")
     if result["devices_ok"] < result["devices_probes"]:

@@ -5,8 +5,11 @@ proves nothing. Runs in a second (no servers); `make test` runs it first.
   chaos/run.py passed()          a duplicate, a missed start, a skipped scenario, a relay that crashed, exited or
                                  hung at its stop, a crash line in its log, relay-kill re-sending an answered push,
                                  events-blackhole delivering only once the silent socket was released
-  tools/bad-input.py failed()    a 5xx, a dead relay, a non-JSON answer, a device the battery wrote
-  tools/slow-connections.py failed()  a dead relay, a starved /health, a failed registration, a late alert
+  tools/bad-input.py failed()    a 5xx, a dead relay, a non-JSON answer, a device the battery wrote, a request left
+                                 without an answer, a relay that crashed or hung at stop
+  tools/slow-connections.py failed()  a dead relay, a starved /health, a failed registration, a late alert, a crash
+  bench/soak.py memory_verdict()  resident memory growing 1 KiB per pause, too few samples to tell
+  tools/harness.py bad_ending()   a death by signal, an exit code the scenario did not cause, a hang at stop
 """
 import importlib.util
 import os
@@ -31,6 +34,8 @@ def load(path: str, name: str):
 chaos = load("chaos/run.py", "chaos_run")
 bad_input = load("tools/bad-input.py", "bad_input")
 slow = load("tools/slow-connections.py", "slow_connections")
+soak = load("bench/soak.py", "soak")
+harness = sys.modules["harness"]
 problems = []
 
 
@@ -112,13 +117,20 @@ expect("chaos: events-blackhole delivering before the heal but keeping the silen
 expect("chaos: events-blackhole with an alert missing fails",
        not chaos.passed("events-blackhole", blackhole([None], 25.4)))
 
-good = {"relay_alive": True, "server_errors_5xx_not_505": 0, "no_answer": 3, "not_json": 0,
-        "devices": [bad_input.KEEP]}
+good = {"relay_alive": True, "server_errors_5xx_not_505": 0, "no_answer": 3, "unanswered": 0, "not_json": 0,
+        "devices": [bad_input.KEEP], "relay_ending_problem": None}
 expect("bad-input: a clean run passes", bad_input.failed(good) == [])
 expect("bad-input: a 5xx fails", bad_input.failed({**good, "server_errors_5xx_not_505": 1}) != [])
 expect("bad-input: a dead relay fails", bad_input.failed({**good, "relay_alive": False}) != [])
 expect("bad-input: a non-JSON answer fails", bad_input.failed({**good, "not_json": 1}) != [])
 expect("bad-input: a written device fails", bad_input.failed({**good, "devices": [bad_input.KEEP, "x"]}) != [])
+expect("bad-input: a request left without an answer fails", bad_input.failed({**good, "unanswered": 1}) != [])
+expect("bad-input: a relay that crashed at stop fails",
+       bad_input.failed({**good, "relay_ending_problem": harness.bad_ending("the relay", -11)}) != [])
+expect("bad-input: a close is no answer to a bad request line", bad_input.left_unanswered("request-line", "closed"))
+expect("bad-input: a hanging request is no answer, even to a huge head", bad_input.left_unanswered("huge-header", "timeout"))
+expect("bad-input: a refused connection is no answer", bad_input.left_unanswered("huge-header", "connect-failed"))
+expect("bad-input: a reset may answer a huge head", not bad_input.left_unanswered("huge-header", "reset"))
 
 fine = {"relay_alive": True, "health_ok_pct": 99.0, "devices_probes": 5, "devices_ok": 5,
         "pause": {"alert_after_pause_s": 1.2}}
@@ -128,6 +140,27 @@ expect("slow-connections: a starved /health fails", slow.failed({**fine, "health
 expect("slow-connections: a failed registration fails", slow.failed({**fine, "devices_ok": 4}, False) != [])
 expect("slow-connections: a late alert fails", slow.failed({**fine, "pause": {"alert_after_pause_s": 9}}, False) != [])
 expect("slow-connections: a missing alert fails", slow.failed({**fine, "pause": {}}, False) != [])
+expect("slow-connections: a relay that crashed at stop fails",
+       slow.failed({**fine, "relay_ending_problem": harness.bad_ending("the relay", -6)}, False) != [])
+
+
+def samples(per_pause_kib: float, wobble_kib: int = 0) -> list[dict]:
+    """RSS every 50 pauses from 2,500 to 3,000 (the smoke's samples after its warm-up), from 30 MiB."""
+    return [{"pauses": n, "rss_kib": 30_720 + int(per_pause_kib * (n - 2500)) + (wobble_kib if i % 2 else -wobble_kib),
+             "anon_kib": 0} for i, n in enumerate(range(2500, 3001, 50))]
+
+
+bound = soak.MAX_SLOPE_KIB
+expect("soak: flat memory with page-sized noise passes", soak.memory_verdict(samples(0, 300), 2500, bound, 8)["ok"])
+expect("soak: memory growing 1 KiB per pause fails", not soak.memory_verdict(samples(1.0), 2500, bound, 8)["ok"])
+expect("soak: 1 KiB per pause under noise fails", not soak.memory_verdict(samples(1.0, 300), 2500, bound, 8)["ok"])
+expect("soak: too few samples to tell a trend fails", not soak.memory_verdict(samples(0)[:3], 2500, bound, 8)["ok"])
+
+expect("endings: exit 0 passes", harness.bad_ending("relay", 0) is None)
+expect("endings: a SIGSEGV fails, named", "SIGSEGV" in (harness.bad_ending("relay", -11) or ""))
+expect("endings: a SIGABRT through a shell fails, named", "SIGABRT" in (harness.bad_ending("relay", 134) or ""))
+expect("endings: a hang at stop fails", harness.bad_ending("relay", -9, hung=True) is not None)
+expect("endings: an exit the scenario did not cause fails", harness.bad_ending("relay", 1) is not None)
 
 print("verdict self-test: " + (f"FAILED: {'; '.join(problems)}" if problems else "every planted defect was caught"))
 sys.exit(1 if problems else 0)
