@@ -1,7 +1,7 @@
 // APNs answer classification: any status and body give one outcome, one action and one store effect; a 200 is
 // always delivered; a label (used in logs and metrics) is bounded.
 
-func fuzzOne(_ data: [UInt8]) {
+func fuzzAPNs(_ data: [UInt8]) {
     guard data.count >= 3 else { return }
     let status = 100 + Int(UInt16(data[0]) << 8 | UInt16(data[1])) % 500
     let body = Array(data.dropFirst(3))

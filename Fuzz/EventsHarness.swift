@@ -1,7 +1,7 @@
 // Prefect event and run parsing: any bytes that jansson accepts as JSON go through every reader the relay applies
 // to Prefect's answers and socket messages, and through the Watcher; nothing may crash.
 
-func fuzzOne(_ data: [UInt8]) {
+func fuzzEvents(_ data: [UInt8]) {
     guard let json = try? JSONParser.parse(data) else { return }
     // A socket message (`{"type":"event","event":{...}}`) or a bare event object, as the relay reads each.
     let object = json["type"]?.string == "event" ? json["event"] ?? json : json

@@ -1,12 +1,12 @@
 // HTTP request framing, routing and validation: any bytes, fed in any chunking, never crash; every refusal is a
 // 4xx/5xx the relay chose with a JSON body; a routed request's ids are printable; a body never exceeds 64 KiB.
 
-let router = Router(basePath: "/push")
+let httpRouter = Router(basePath: "/push")
 
-func fuzzOne(_ data: [UInt8]) {
+func fuzzHTTP(_ data: [UInt8]) {
     guard let first = data.first else { return }
     let payload = Array(data.dropFirst())
-    var framer = HTTPFramer(router: router)
+    var framer = HTTPFramer(router: httpRouter)
     let chunk = Int(first % 16) + 1
     var offset = 0
     var frames = 0
@@ -42,7 +42,7 @@ func fuzzOne(_ data: [UInt8]) {
     }
     // The router alone, on the raw bytes as a path.
     let path = "/push/" + text(payload)
-    if case .success(let route) = router.route(method: "DELETE", rawPath: path) { checkRoute(route) }
+    if case .success(let route) = httpRouter.route(method: "DELETE", rawPath: path) { checkRoute(route) }
 }
 
 func checkRoute(_ route: Route) {

@@ -8,7 +8,7 @@
 // string. jansson is compared on the input as it reads it (those NULs as spaces), and JSONParser must refuse the
 // original whenever there was such a NUL.
 
-func fuzzOne(_ data: [UInt8]) {
+func fuzzJSON(_ data: [UInt8]) {
     let ours = Result { () throws(JSONParseError) -> JSONValue in try JSONParser.parse(data) }
     let jansson = Result { () throws(JanssonError) -> JSONValue in try Jansson.parse(data) }
     let asJanssonReads = nulsAsJanssonReadsThem(data)

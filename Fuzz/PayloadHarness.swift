@@ -2,7 +2,7 @@
 // parses back to the value built, and the data (ids, url, the `body` object) is intact. The input's last byte picks
 // the kind (alert, reminder, Live Activity start or end), so each execution builds one payload.
 
-func fuzzOne(_ data: [UInt8]) {
+func fuzzPayload(_ data: [UInt8]) {
     let parts = fields(data, 7)
     let serverID = Validation.identifier(String(text(parts[5]).unicodeScalars.prefix(200).map(Character.init))) ?? "srv"
     let props = WaitingProps(runId: "95d737c2-8dd4-4a0b-b4d5-e6d147c8ff6e", runName: text(parts[0]),

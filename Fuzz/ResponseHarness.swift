@@ -2,7 +2,7 @@
 // never crash and never pass the parser's limits. The first byte picks the read size (1…256), the rest is fed in
 // pieces of that size; small limits (4 KiB of headers, 64 KiB of body) keep each run fast.
 
-func fuzzOne(_ data: [UInt8]) {
+func fuzzResponse(_ data: [UInt8]) {
     guard let first = data.first else { return }
     let step = Int(first) + 1
     var parser = HTTP1ResponseParser(maxHeaderBytes: 4096, maxBody: 65_536)
