@@ -43,7 +43,10 @@ extension SharedPrefect {
             let metricsPort = TestSocket.freePort()
             let relay = try RelayProcess(environment: ["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString,
                                                        "METRICS_PORT": String(metricsPort), "METRICS_BIND": "127.0.0.1"])
-            defer { TestFiles.removeTree(relay.directory) }
+            defer {
+                relay.stop()  // before its files go: a relay whose database vanishes exits 1 (store.lost)
+                TestFiles.removeTree(relay.directory)
+            }
             try waitUntil("the relay subscribes", timeout: 30) {
                 (try? relay.http.request("GET", "/health").json?["subscribed"]) == .bool(true)
             }
