@@ -10,22 +10,31 @@ import Testing
     /// check, and holds every device committed before it began and an unbroken prefix of those committed during it
     /// (each commit adds the next numbered device, so a torn copy would show a gap). Commits are stamped on the
     /// monotonic clock, and the copy is made again (bounded) until at least one commit fell inside it: the test
-    /// proves the writes happened during the copy rather than assuming so.
-    @Test func aCopyWhileAnotherConnectionCommitsIsAConsistentPrefix() async throws {
+    /// proves the writes happened during the copy rather than assuming so. The writer is a thread of its own, not a
+    /// task: this test blocks its thread while it waits, and a task could wait behind it for a pool thread.
+    @Test func aCopyWhileAnotherConnectionCommitsIsAConsistentPrefix() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
         for i in 0..<2000 { try store.upsertDevice(registration("before-\(i)", token: "aa\(i)bb"), now: 1) }
         let path = dir.file("relay.db")
         let commits = Locked<[Double]>([])
         let stop = Locked(false)
-        let writer = Task.detached {
-            let other = try Store(path: path)
-            for i in 0..<50_000 where !stop.withLock({ $0 }) {
-                try other.upsertDevice(registration("during-\(i)", token: "cc\(i)dd"), now: 2)
-                commits.withLock { $0.append(SystemClock.monotonic()) }
+        let failure = Locked<String?>(nil)
+        let writer = try #require(LoopThread.start("test.writer", name: "copy-writer") {
+            do {
+                let other = try Store(path: path)
+                for i in 0..<50_000 where !stop.withLock({ $0 }) {
+                    try other.upsertDevice(registration("during-\(i)", token: "cc\(i)dd"), now: 2)
+                    commits.withLock { $0.append(SystemClock.monotonic()) }
+                }
+            } catch {
+                failure.withLock { $0 = "\(error)" }
             }
+        })
+        defer {
+            stop.withLock { $0 = true }
+            pthread_join(writer, nil)
         }
-        defer { stop.withLock { $0 = true } }
         try waitUntil("the writer commits", timeout: 30) { !commits.withLock { $0.isEmpty } }
         var window = (start: 0.0, end: 0.0)
         var copied: StoreCopy.Copied?
@@ -36,7 +45,7 @@ import Testing
             if commits.withLock({ $0.contains { $0 > window.start && $0 < window.end } }) { break }
         }
         stop.withLock { $0 = true }
-        try await writer.value
+        #expect(failure.withLock { $0 } == nil)
         let stamps = commits.withLock { $0 }
         #expect(stamps.contains { $0 > window.start && $0 < window.end }, "no commit fell inside any of 50 copies")
         #expect(copied?.schemaVersion == Store.migrations.count)
