@@ -139,7 +139,8 @@ package enum RelayMain {
         let owners: RelayOwners
         do {
             owners = try RelayOwners(store: store, prefect: prefect, readAhead: readAhead, apns: apns, uiRoot: config.prefectUI,
-                                     topic: config.apnsTopic, healthBounds: HealthBounds(grace: Double(config.healthGrace)))
+                                     topic: config.apnsTopic, healthBounds: HealthBounds(grace: Double(config.healthGrace),
+                                                                              startup: Double(config.healthStartup)))
         } catch {
             fail("DB_PATH: \(error)")
         }
@@ -178,8 +179,9 @@ package enum RelayMain {
                                                       clientProxy: config.proxy.route(for: config.prefectAPI).endpoint,
                                                       threadName: "pp-events"),
                                       handlers: [events])
-            apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false, rawListener: true,
-                                                         maxConnections: budget.apiConnections, threadName: "pp-api"),
+            apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false,
+                                                         maxConnections: budget.apiConnections,
+                                                         bindAddress: config.apiBind, threadName: "pp-api"),
                                          handlers: [server])
             metricsLoop = try config.metricsPort.map { port throws(StartupError) in
                 try MetricsListener.start(port: port, bind: config.metricsBind, status: owners.status)
@@ -191,7 +193,7 @@ package enum RelayMain {
         events.loop = loop
         loop.start()
         apiLoop.start()
-        logStarted(config, apiPort: apiLoop.listenPort ?? config.port, metricsPort: metricsLoop?.listenPort,
+        logStarted(config, apiPort: apiLoop.listenPort ?? config.port, metrics: metricsLoop?.listenAddress,
                    apns: parts.apns != nil)
         if config.prefectAuthorization == nil { warnIfOpen(parts.prefect) }
         _ = Task(executorPreference: RelayExecutor.shared) {
@@ -218,14 +220,15 @@ package enum RelayMain {
         }
     }
 
-    private static func logStarted(_ config: Config, apiPort: Int, metricsPort: Int?, apns: Bool) {
+    /// `metrics`: the metrics listener's address and port as its socket reads them back.
+    private static func logStarted(_ config: Config, apiPort: Int, metrics: String?, apns: Bool) {
         Log.info("relay.started", ["version": BuildInfo.version, "commit": BuildInfo.commit, "port": String(apiPort),
                                    "base_path": config.basePath.isEmpty ? "/" : config.basePath,
                                    "prefect": config.prefectAPI.string, "apns": apns ? "on" : "off",
                                    "db": config.dbPath,
                                    "prefect_route": config.proxy.route(for: config.prefectAPI).description,
                                    "apns_route": config.proxy.route(for: config.apnsProduction).description,
-                                   "metrics": metricsPort.map { "\(config.metricsBind):\($0)" } ?? "off"])
+                                   "metrics": metrics ?? "off"])
         if !apns { Log.warn("apns.disabled", ["note": "no APNs key: running, nothing will be sent"]) }
     }
 

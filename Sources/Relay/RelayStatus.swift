@@ -8,6 +8,8 @@ final class RelayStatus: Sendable {
     let outbox: OutboxSender
     let apnsConfigured: Bool
     let bounds: HealthBounds
+    /// When the relay started (monotonic seconds): made with the owners, before the events socket can connect.
+    let startedAt = SystemClock.monotonic()
     /// The last verdict `watch` logged; the relay starts healthy.
     private let wasHealthy = Locked(true)
 
@@ -28,6 +30,10 @@ final class RelayStatus: Sendable {
         let events = await tracker.status()
         let store = await ledger.health(countingDevices: countingDevices)
         var snapshot = HealthSnapshot(now: SystemClock.monotonic(), socketDownSince: events.subscribed ? nil : events.socketDownSince)
+        // The tracker moves `socketDownSince` only when a subscribed socket drops, so a value from before this
+        // status existed means the socket has never been subscribed.
+        let everSubscribed = events.subscribed || events.socketDownSince > startedAt
+        snapshot.neverSubscribedSince = everSubscribed ? nil : startedAt
         snapshot.credentialRefused = events.authRejected
         snapshot.storeLost = !store.fileIsStillOurs
         snapshot.store = store.streak

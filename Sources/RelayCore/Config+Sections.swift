@@ -107,16 +107,28 @@ extension Config {
         return parsed
     }
 
-    /// `METRICS_PORT` and `METRICS_BIND`. The bind address is a dotted IPv4 address: the listener is IPv4 only, like
-    /// the API, and a host name would need a resolver at start-up.
+    /// `METRICS_PORT` and `METRICS_BIND`.
     static func metricsListener(_ read: EnvironmentReader) throws(ConfigError) -> (port: Int?, bind: String) {
-        let bind = read.value("METRICS_BIND") ?? "0.0.0.0"
-        let octets = bind.split(separator: ".", omittingEmptySubsequences: false)
-        guard octets.count == 4, octets.allSatisfy({ $0.count <= 3 && UInt8($0) != nil }) else {
-            throw ConfigError("METRICS_BIND", "must be an IPv4 address such as 0.0.0.0 or 127.0.0.1, got \"\(bind.prefix(40))\"")
-        }
+        let bind = try bindAddress(read, "METRICS_BIND")
         guard read.value("METRICS_PORT") != nil else { return (nil, bind) }
         return (try read.integer("METRICS_PORT", in: 0...65535, default: 0), bind)
+    }
+
+    /// A listener's bind address (`API_BIND`, `METRICS_BIND`): a dotted IPv4 address, `0.0.0.0` when unset. IPv4
+    /// only, like the listeners; a host name would need a resolver at start-up. Each part is 0-255 in plain decimal
+    /// digits (no sign, no leading zero), the form `inet_pton` accepts, so the listener binds exactly what was read.
+    static func bindAddress(_ read: EnvironmentReader, _ name: String) throws(ConfigError) -> String {
+        let bind = read.value(name) ?? "0.0.0.0"
+        let octets = bind.split(separator: ".", omittingEmptySubsequences: false)
+        let valid = octets.count == 4 && octets.allSatisfy { octet in
+            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy { $0.isASCII && $0.isNumber }
+                && (octet.count == 1 || octet.first != "0") && UInt8(octet) != nil
+        }
+        guard valid else {
+            throw ConfigError(name, "must be an IPv4 address such as 0.0.0.0 (every interface) or 127.0.0.1, "
+                              + "got \"\(bind.prefix(40))\"")
+        }
+        return bind
     }
 }
 

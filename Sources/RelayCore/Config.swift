@@ -35,6 +35,8 @@ public struct Config: Sendable, Equatable {
     public var apnsTopic: String
     public var dbPath: String
     public var port: Int
+    /// `API_BIND`: the address the API listener binds (an IPv4 address; `0.0.0.0`, every interface, by default).
+    public var apiBind: String
     public var basePath: String
     public var apnsProduction: HTTPURL
     public var apnsDevelopment: HTTPURL
@@ -53,6 +55,9 @@ public struct Config: Sendable, Equatable {
     /// `HEALTH_GRACE_SECONDS`: how long the events socket may stay down, or APNs unreachable, before `/health`
     /// answers 503 (`HealthBounds`).
     public var healthGrace: Int
+    /// `HEALTH_STARTUP_SECONDS`: how long after start a relay whose events socket has never subscribed still answers
+    /// `/health` by the other bounds; past it, 503 (`HealthBounds.startup`).
+    public var healthStartup: Int
 
     public static let defaultMaxDevices = 10_000
 
@@ -72,6 +77,7 @@ public struct Config: Sendable, Equatable {
         ("APNS_TOPIC", "the app's bundle id", "io.zzstoatzz.prefect"),
         ("DB_PATH", "SQLite file", "prefect-push.db"),
         ("PORT", "HTTP API port (0 picks a free one)", "8080"),
+        ("API_BIND", "address the HTTP API listener binds: IPv4 only, dotted, e.g. 127.0.0.1", "0.0.0.0"),
         ("BASE_PATH", "HTTP API path prefix, e.g. /push", "none"),
         ("APNS_PRODUCTION_URL", "production APNs origin", "https://api.push.apple.com"),
         ("APNS_DEVELOPMENT_URL", "development (sandbox) APNs origin", "https://api.sandbox.push.apple.com"),
@@ -89,9 +95,11 @@ public struct Config: Sendable, Equatable {
             + "no_proxy wins", "unset"),
         ("METRICS_PORT", "port of a separate listener serving only GET /metrics, without the Prefect credential "
             + "(0 picks a free one)", "unset: no listener"),
-        ("METRICS_BIND", "IPv4 address the metrics listener binds", "0.0.0.0"),
+        ("METRICS_BIND", "address the metrics listener binds: IPv4 only, dotted, e.g. 127.0.0.1", "0.0.0.0"),
         ("HEALTH_GRACE_SECONDS", "how long the events socket may be down, or APNs unreachable, before /health answers 503",
             "300"),
+        ("HEALTH_STARTUP_SECONDS", "how long after start /health may stay 200 while the events socket has never "
+            + "subscribed (a wrong PREFECT_API_URL or credential); past it, 503", "60"),
     ]
 
     public init(environment env: [String: String]) throws(ConfigError) {
@@ -108,12 +116,15 @@ public struct Config: Sendable, Equatable {
         apnsCAFile = read.value("APNS_CA_FILE")
         dbPath = Config.dbPath(environment: env)
         port = try read.integer("PORT", in: 0...65535, default: 8080)
+        apiBind = try Config.bindAddress(read, "API_BIND")
         basePath = try Config.basePath(read)
         logLevel = try Config.logLevel(read)
         logFormat = try Config.logFormat(environment: env)
         maxDevices = try read.integer("MAX_DEVICES", in: 1...10_000_000, default: Config.defaultMaxDevices)
         (metricsPort, metricsBind) = try Config.metricsListener(read)
         healthGrace = try read.integer("HEALTH_GRACE_SECONDS", in: 1...86_400, default: Int(HealthBounds.defaultGrace))
+        healthStartup = try read.integer("HEALTH_STARTUP_SECONDS", in: 5...86_400,
+                                         default: Int(HealthBounds.defaultStartup))
         proxy = try ProxyRule(environment: env)
     }
 

@@ -11,7 +11,7 @@ struct APIRequest: Sendable {
     let body: [UInt8]
 }
 
-/// The HTTP API's server side: raw sockets on the API's own lws context (`WebSocketsLoop` with `rawListener`), so
+/// The HTTP API's server side: raw sockets on the API's own lws context (`WebSocketsLoop` with a listener), so
 /// lws's HTTP parser, header-table pool and WebSocket upgrade never see a client. `HTTPFramer` frames each request
 /// and chooses every error status; this class owns the sockets, the deadlines and the limits:
 ///

@@ -14,9 +14,9 @@ enum MetricsListener {
         let server = HTTPServer(router: Router(basePath: ""), limits: limits) { request, reply in
             Task(executorPreference: RelayExecutor.api) { reply(await answer(request, status: status)) }
         }
-        let loop = try WebSocketsLoop(settings: .init(port: port, clientTLS: false, rawListener: true,
+        let loop = try WebSocketsLoop(settings: .init(port: port, clientTLS: false,
                                                       maxConnections: maxConnections, bindAddress: bind,
-                                                      portVariable: "METRICS_PORT"),
+                                                      portVariable: "METRICS_PORT", bindVariable: "METRICS_BIND"),
                                       handlers: [server])
         server.loop = loop
         loop.start()

@@ -14,33 +14,34 @@ protocol LWSHandler: AnyObject {
 
 /// Owns one `lws_context` and the thread that services it: the relay runs two, one for the Prefect events socket
 /// (no listener; the REST reads have a pool and thread of their own, `HTTPPool`) and one for the HTTP API server (a
-/// raw listener), so clients of the API can never starve the events socket of service time or lws resources (lws is
-/// one thread per context). From any other thread only `perform(_:)` and `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
+/// raw listener, `ListeningSocket`), so clients of the API can never starve the events socket of service time or lws
+/// resources (lws is one thread per context). From any other thread only `perform(_:)` and `stop()` are safe; they queue work under a lock and wake the loop with `lws_cancel_service`, and the loop drains
 /// the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 ///
 /// `@unchecked Sendable`: every lws call happens on the loop thread; the only shared state is the `Locked` queue
 /// and the atomic flags.
 final class WebSocketsLoop: @unchecked Sendable {
     struct Settings {
-        var port: Int = -1  // -1: no listener (CONTEXT_PORT_NO_LISTEN)
+        /// -1: no listener. Otherwise the listener's port (0 picks a free one); it hands every accepted socket, raw,
+        /// to the first handler (the HTTP API frames HTTP itself): no lws HTTP parsing, header-table pool or WebSocket
+        /// upgrade on that port.
+        var port: Int = -1
         var clientCAFile: String? = nil
         /// Whether any client connection uses TLS (an https Prefect). Without it lws sets up no OpenSSL client
         /// context at all; with it, the context reads the system roots as `SystemRoots` says.
         var clientTLS = true
-        /// The listener hands every accepted socket, raw, to the first handler (the HTTP API frames HTTP itself):
-        /// no lws HTTP parsing, header-table pool or WebSocket upgrade on that port.
-        var rawListener = false
-        /// With a listener: the connections it may hold. lws stops polling the listener once its thread holds this
-        /// many (plus a few of its own), so a full API waits in the kernel's backlog instead of failing `accept`.
+        /// With a listener: the connections it may hold. Once lws's table for the thread is full (this many plus a
+        /// few of its own), the listener pauses, so a full API waits in the kernel's backlog (`ListeningSocket`).
         var maxConnections: Int? = nil
         /// The proxy every client connection of this context goes through (lws's per-vhost proxy, a CONNECT
         /// tunnel), as `ProxyRule` decided for the one host it connects to; nil: direct. lws's own reading of
         /// `http_proxy` is switched off at start-up (`RelayMain.launch`), so nil means direct.
         var clientProxy: ProxyEndpoint? = nil
-        /// The address the listener binds (an IPv4 address); nil: every interface.
+        /// The address the listener binds (a dotted IPv4 address); nil: every interface.
         var bindAddress: String? = nil
-        /// The variable a failed listen is blamed on.
+        /// The variables a failed listen is blamed on: the port's, and the bind address's.
         var portVariable = "PORT"
+        var bindVariable = "API_BIND"
         /// The service thread's name (`nameThisThread`).
         var threadName = "pp-lws"
     }
@@ -48,11 +49,10 @@ final class WebSocketsLoop: @unchecked Sendable {
     private var context: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolCount: Int
-    /// lws keeps this pointer in the vhost and reads it at each accept: owned here, freed after the context.
-    private let acceptRole: UnsafeMutablePointer<CChar> = strdup("raw-skt")
-    /// lws keeps the bind address's pointer in the vhost too: owned here, freed after the context.
-    private let bindAddress: UnsafeMutablePointer<CChar>?
+    /// The handlers, with the listener last when there is one (`firstHandler` is the caller's first).
     private let handlers: [LWSHandler]
+    /// The listening socket, bound here, not by lws (`ListeningSocket` says why); lws polls it once adopted.
+    private let listener: ListeningSocket?
     private let commands = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var thread: pthread_t?
@@ -62,20 +62,27 @@ final class WebSocketsLoop: @unchecked Sendable {
     private let threadName: String
 
     /// The port the server listens on (useful with port 0), or nil without a listener.
-    private(set) var listenPort: Int?
+    var listenPort: Int? { listener?.port }
+    /// The address and port the listener is bound to, as `getsockname` reads them, or nil without a listener.
+    var listenAddress: String? { listener.map { "\($0.address):\($0.port)" } }
 
     init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
-        self.handlers = handlers
         threadName = settings.threadName
-        bindAddress = settings.bindAddress.map { strdup($0) }
+        // Bound first: a taken port or a foreign address stops start-up before any lws context exists.
+        let listener = settings.port >= 0
+            ? try ListeningSocket(address: settings.bindAddress ?? "0.0.0.0", port: settings.port,
+                                  portVariable: settings.portVariable, bindVariable: settings.bindVariable)
+            : nil
+        self.listener = listener
+        self.handlers = handlers + (listener.map { [$0] } ?? [])
         let usesClientTLS = settings.clientTLS || settings.clientCAFile != nil
         if usesClientTLS, case .hashedDirectory(let directory) = SystemRoots.forProcess {
             clientRootsDirectory = directory
         } else {
             clientRootsDirectory = nil
         }
-        protocolCount = handlers.count
-        protocols = WebSocketsLoop.makeProtocols(handlers)
+        protocolCount = self.handlers.count
+        protocols = WebSocketsLoop.makeProtocols(self.handlers)
         // Every stored property is set by now, so deinit runs for a failed init below and frees the protocols and
         // strings; freeing them here too would be a double free.
 
@@ -86,13 +93,15 @@ final class WebSocketsLoop: @unchecked Sendable {
         WebSocketsLoop.routeLibraryLogs()
         guard let created = WebSocketsLoop.createContext(creationInfo(settings, usesClientTLS: usesClientTLS),
                                                          settings: settings) else {
-            let what = settings.port >= 0 ? "could not listen on port \(settings.port) (in use, or not allowed)"
-                                          : "could not create the libwebsockets context"
-            throw StartupError(settings.portVariable, what + "; pick another \(settings.portVariable)")
+            throw StartupError(settings.portVariable, "could not create the libwebsockets context")
         }
         context = created
-        if settings.port >= 0, let vhost = lws_get_vhost_by_name(created, "default") {
-            listenPort = Int(lws_get_vhost_listen_port(vhost))
+        if let listener {
+            guard let vhost = lws_get_vhost_by_name(created, "default") else {
+                throw StartupError(settings.portVariable, "libwebsockets made no vhost for the listener")
+            }
+            // Borrowed: the name is the first protocol's, freed after the context.
+            try listener.adopt(into: vhost, connectionsTo: protocols[0].name)
         }
     }
 
@@ -114,8 +123,8 @@ final class WebSocketsLoop: @unchecked Sendable {
     /// `createContext`'s).
     private func creationInfo(_ settings: Settings, usesClientTLS: Bool) -> lws_context_creation_info {
         var info = lws_context_creation_info()
-        info.port = Int32(settings.port)
-        if let bindAddress { info.iface = UnsafePointer(bindAddress) }
+        // A listener's socket is `ListeningSocket`'s: lws gets a server vhost without one of its own.
+        info.port = settings.port >= 0 ? CONTEXT_PORT_NO_LISTEN_SERVER : CONTEXT_PORT_NO_LISTEN
         info.protocols = UnsafePointer(protocols)
         info.options = UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
         if usesClientTLS { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
@@ -129,10 +138,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         info.max_http_header_pool = 64
         // Borrowed: the loop outlives its context (deinit destroys the context first).
         info.user = Unmanaged.passUnretained(self).toOpaque()
-        if settings.rawListener && settings.port >= 0 {
-            info.options |= UInt64(LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG)
-            info.listen_accept_role = UnsafePointer(acceptRole)
-            info.listen_accept_protocol = protocols[0].name
+        if settings.port >= 0 {
             // Liveness of API connections is the handler's own (header and body deadlines).
             info.timeout_secs = 5
             // The listener, lws's wake-up pipe and room for the one `HTTPServer.adopt` closes to make space.
@@ -169,8 +175,6 @@ final class WebSocketsLoop: @unchecked Sendable {
         stop()
         if let context { lws_context_destroy(context) }
         WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
-        free(acceptRole)
-        free(bindAddress)
     }
 
     /// Starts the service thread.
@@ -303,4 +307,175 @@ struct StartupError: Error, CustomStringConvertible {
         self.problem = problem
     }
     var description: String { "\(variable): \(problem)" }
+}
+
+// MARK: - The listener
+
+/// A loop's listening socket, made and bound here rather than by lws. lws 4.1.6 binds a vhost's `iface` through
+/// `lws_interface_to_sa` (lib/plat/unix/unix-sockets.c), which looks the name up with `getifaddrs` first, over a
+/// netlink socket; when that fails (a sandbox without AF_NETLINK, such as `RestrictAddressFamilies=AF_INET AF_INET6
+/// AF_UNIX`) it logs "unable to getifaddrs" and binds every interface. Here the asked IPv4 address is bound as it is,
+/// with no interface lookup, and `getsockname` must read it back, or start-up fails naming the setting.
+///
+/// lws polls the socket as a raw file (`LWS_ADOPT_RAW_FILE_DESC`): on each wake this accepts what is waiting and hands
+/// each connection to the loop's first protocol as a raw socket. When lws can't take one (its table for the thread is
+/// full, or the handler refused it) or `accept` fails for want of a resource, the listener pauses for
+/// `pauseMicroseconds`, and clients wait in the kernel's backlog meanwhile, as lws's own listener left them.
+///
+/// Loop thread only, once adopted. The descriptor is this object's until `adopt` succeeds, then lws's (it closes it
+/// with the context).
+final class ListeningSocket: LWSHandler {
+    let protocolName = "pp-listen"
+    static let pauseMicroseconds: UInt64 = 100_000
+    /// At most this many accepts per wake-up. Over its cap `HTTPServer` makes room by closing a connection, but lws
+    /// frees that one only on its next pass, so each accept of a batch may hold one more descriptor: a batch no
+    /// larger than the slack `creationInfo` leaves (8, less the listener and lws's wake-up pipe) never fills lws's
+    /// table, and a flood is taken a few at a time instead of being dropped.
+    static let acceptsPerWake = 4
+
+    /// The address and port as `getsockname` read them after `bind`.
+    let address: String
+    let port: Int
+    private let fd: Int32
+    private let portVariable: String
+    private var adopted = false
+    private var vhost: OpaquePointer?
+    private var connectionProtocol: UnsafePointer<CChar>?
+
+    init(address asked: String, port askedPort: Int, portVariable: String, bindVariable: String) throws(StartupError) {
+        self.portVariable = portVariable
+        var wanted = in_addr()
+        guard inet_pton(AF_INET, asked, &wanted) == 1 else {
+            throw StartupError(bindVariable, "\(asked) is not an IPv4 address; set \(bindVariable) to one, e.g. 127.0.0.1, "
+                               + "or 0.0.0.0 for every interface")
+        }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            throw StartupError(portVariable, "could not open a TCP socket to listen on (\(String(cString: strerror(errno)))); "
+                               + "a sandbox must allow AF_INET")
+        }
+        var one: Int32 = 1
+        // As lws does for its own listeners: a restart finds the port free even with old connections in TIME_WAIT.
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var request = sockaddr_in()
+        request.sin_family = sa_family_t(AF_INET)
+        request.sin_port = in_port_t(UInt16(askedPort).bigEndian)
+        request.sin_addr = wanted
+        var bound = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let failure = ListeningSocket.bindAndListen(fd, &request, readBack: &bound, length: &length)
+        // "could not listen on port" is what test harnesses look for to retry on another port.
+        let requested = "port \(askedPort) of \(asked)"
+        if let failure {
+            close(fd)
+            switch failure {
+            case (.bind, EADDRINUSE):
+                throw StartupError(portVariable, "could not listen on \(requested): it is in use; pick another \(portVariable)")
+            case (.bind, EADDRNOTAVAIL):
+                throw StartupError(bindVariable, "could not listen on \(requested): \(asked) is not an address of this "
+                                   + "machine; set \(bindVariable) to one of its addresses, or 0.0.0.0 for every interface")
+            case (.bind, EACCES):
+                throw StartupError(portVariable, "could not listen on \(requested): ports below 1024 need privileges; "
+                                   + "pick another \(portVariable)")
+            case (let step, let code):
+                throw StartupError(portVariable, "could not listen on \(requested) (\(step): \(String(cString: strerror(code)))); "
+                                   + "pick another \(portVariable) or \(bindVariable)")
+            }
+        }
+        address = ListeningSocket.dotted(bound.sin_addr)
+        port = Int(UInt16(bigEndian: bound.sin_port))
+        // What the kernel says this socket is bound to is what the relay serves on: never more than was asked.
+        guard length == socklen_t(MemoryLayout<sockaddr_in>.size), bound.sin_family == sa_family_t(AF_INET),
+              bound.sin_addr.s_addr == wanted.s_addr, askedPort == 0 || port == askedPort else {
+            close(fd)
+            throw StartupError(bindVariable, "asked to listen on \(asked):\(askedPort), but the socket is bound to "
+                               + "\(address):\(port); the relay serves only the address it was given: check "
+                               + "\(bindVariable) and \(portVariable)")
+        }
+        self.fd = fd
+    }
+
+    deinit {
+        if !adopted { close(fd) }
+    }
+
+    private enum Step: String { case bind, listen, getsockname }
+
+    /// `bind`, `listen` and `getsockname`; the step that failed and its errno, or nil.
+    private static func bindAndListen(_ fd: Int32, _ request: inout sockaddr_in, readBack bound: inout sockaddr_in,
+                                      length: inout socklen_t) -> (Step, Int32)? {
+        let size = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bindResult = withUnsafePointer(to: &request) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) }
+        }
+        guard bindResult == 0 else { return (.bind, errno) }
+        guard listen(fd, SOMAXCONN) == 0 else { return (.listen, errno) }
+        let readResult = withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return readResult == 0 ? nil : (.getsockname, errno)
+    }
+
+    private static func dotted(_ address: in_addr) -> String {
+        var copy = address
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &copy, &text, socklen_t(text.count)) != nil else { return "?" }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Hands the socket to lws, which polls it from now on; accepted connections go to `connectionProtocol`.
+    func adopt(into vhost: OpaquePointer, connectionsTo connectionProtocol: UnsafePointer<CChar>?) throws(StartupError) {
+        self.vhost = vhost
+        self.connectionProtocol = connectionProtocol
+        let wsi = protocolName.withCString {
+            lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, lws_sock_file_fd_type(filefd: fd), $0, nil)
+        }
+        guard wsi != nil else { throw StartupError(portVariable, "libwebsockets could not take the listening socket") }
+        adopted = true
+    }
+
+    func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32 {
+        guard let wsi else { return 0 }
+        switch reason {
+        case LWS_CALLBACK_RAW_RX_FILE:
+            acceptWaiting(wsi)
+        case LWS_CALLBACK_TIMER:
+            lws_rx_flow_control(wsi, 1)  // the pause is over
+        default:
+            break
+        }
+        return 0
+    }
+
+    private func acceptWaiting(_ wsi: OpaquePointer) {
+        guard let vhost else { return }
+        var accepted = 0
+        while accepted < ListeningSocket.acceptsPerWake {
+            let client = CShims_accept_cloexec(fd, 1)
+            guard client >= 0 else {
+                switch errno {
+                case EAGAIN, EWOULDBLOCK: return
+                case EINTR, ECONNABORTED: continue
+                // EMFILE, ENFILE, ENOBUFS, ENOMEM: the descriptors are budgeted (`DescriptorBudget`), so this is
+                // passing; retrying at once would spin.
+                default: return pause(wsi)
+                }
+            }
+            accepted += 1
+            var one: Int32 = 1
+            // Answers are small and written whole: no Nagle delay (lws sets this on the sockets it accepts too).
+            setsockopt(client, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            // On failure lws has closed the socket already.
+            if lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_SOCKET, lws_sock_file_fd_type(sockfd: client),
+                                          connectionProtocol, nil) == nil {
+                return pause(wsi)
+            }
+        }
+    }
+
+    /// No polling of the listener for a moment: lws applies it when this callback returns, the timer undoes it.
+    private func pause(_ wsi: OpaquePointer) {
+        lws_rx_flow_control(wsi, 0)
+        lws_set_timer_usecs(wsi, lws_usec_t(ListeningSocket.pauseMicroseconds))
+    }
 }

@@ -3,6 +3,9 @@ public struct HealthSnapshot: Sendable, Equatable {
     public var now: Double
     /// When the events socket last stopped being subscribed (or the relay started); nil while subscribed.
     public var socketDownSince: Double?
+    /// When the relay started, while its events socket has never been subscribed since; nil once it has been. Such a
+    /// relay is judged by `HealthBounds.startup` as well: it has not reached Prefect's events even once.
+    public var neverSubscribedSince: Double?
     /// Prefect refuses the relay's credential.
     public var credentialRefused = false
     /// The database file was deleted or replaced (the relay exits 1 at its next tick).
@@ -27,15 +30,20 @@ public struct HealthBounds: Sendable, Equatable {
     public var apnsUnreachable: Double
     /// Store writes may keep failing this long: a backup's lock of a few seconds must not take the relay out.
     public var storeFailing: Double
+    /// A relay whose events socket has never subscribed since it started is not ready this long after start: a wrong
+    /// `PREFECT_API_URL` or credential must fail a rollout's readiness, not pass it for the whole grace.
+    public var startup: Double
 
     public static let defaultGrace: Double = 300
+    public static let defaultStartup: Double = 60
     public static let storeCeiling: Double = 30
 
     /// One grace for the socket and APNs; the store's is 30 s, or the grace if that is shorter.
-    public init(grace: Double = HealthBounds.defaultGrace) {
+    public init(grace: Double = HealthBounds.defaultGrace, startup: Double = HealthBounds.defaultStartup) {
         socketDown = grace
         apnsUnreachable = grace
         storeFailing = min(HealthBounds.storeCeiling, grace)
+        self.startup = startup
     }
 }
 
@@ -67,7 +75,13 @@ public struct HealthVerdict: Sendable, Equatable {
                                   reason: "Prefect refuses the relay's credential; fix PREFECT_API_KEY or PREFECT_API_AUTH_STRING"))
         }
         // A refused credential keeps the socket down too; the credential says why, so the socket isn't counted twice.
-        if !s.credentialRefused, let since = s.socketDownSince, s.now - since >= bounds.socketDown {
+        if !s.credentialRefused, let started = s.neverSubscribedSince, s.now - started >= bounds.startup {
+            problems.append(.init(check: .events,
+                                  reason: "never subscribed to Prefect's events socket in the \(Int(s.now - started)) s "
+                                      + "since start (bound \(Int(bounds.startup)) s): check that PREFECT_API_URL "
+                                      + "reaches the Prefect API and that its credential (PREFECT_API_AUTH_STRING or "
+                                      + "PREFECT_API_KEY) is right; the log's events.connect_failed says why"))
+        } else if !s.credentialRefused, let since = s.socketDownSince, s.now - since >= bounds.socketDown {
             problems.append(.init(check: .events,
                                   reason: "events socket down for \(Int(s.now - since)) s (bound \(Int(bounds.socketDown)) s)"))
         }
