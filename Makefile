@@ -415,6 +415,7 @@ BASE_PATH_K8S := /push
 # OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root, and
 # recompresses the layer (deploy/image-compress.py): zstd -19 by default (containerd 1.5+, CRI-O, Podman, Docker 23+),
 # IMAGE_COMPRESSION=gzip for gzip -9 that any runtime pulls. umoci's own gzip is checked first: umoci can't unpack zstd.
+# Last, tools/check-image.py reads the layout back (digests, each layer whole tar, the SBOM); image-check does more.
 IMAGE_COMPRESSION ?= zstd
 image: build deps-image
 	IMAGE_SOURCE='$(IMAGE_SOURCE)' deploy/image.sh $(BIN) $(OCI) $(IMAGE_TAG)
@@ -422,14 +423,32 @@ image: build deps-image
 	rm -rf --one-file-system $(IMAGE_ROOT) && umoci unpack --image $(OCI):$(IMAGE_TAG) $(IMAGE_ROOT) >/dev/null
 	deploy/image-run.sh $(IMAGE_ROOT)/rootfs --version
 	$(PYTHON) deploy/image-compress.py $(OCI) $(IMAGE_TAG) $(IMAGE_COMPRESSION)
+	$(PYTHON) tools/check-image.py --no-schema $(OCI)
 	@echo "image $(OCI):$(IMAGE_TAG): $$(du -sb $(OCI)/blobs | cut -f1) bytes compressed, $$(du -sb $(IMAGE_ROOT)/rootfs | cut -f1) unpacked"
 
 # A docker-archive tarball, for `docker load` or `k3s ctr images import` on a node without a registry.
 # Docker archives can't hold zstd layers, so this converts a copy of the layout to gzip first.
 image-archive: image
 	rm -rf $(OCI)-gzip && cp -r $(OCI) $(OCI)-gzip && $(PYTHON) deploy/image-compress.py $(OCI)-gzip $(IMAGE_TAG) gzip
+	$(PYTHON) tools/check-image.py --no-schema $(OCI)-gzip
 	skopeo copy --quiet oci:$(OCI)-gzip:$(IMAGE_TAG) docker-archive:.build/prefect-push-$(IMAGE_TAG).tar:$(IMAGE):$(IMAGE_TAG)
 	@echo "wrote .build/prefect-push-$(IMAGE_TAG).tar"
+
+# The image's checks (tools/check-image.py), from the release binary already built: two builds give the same manifest
+# digest; every blob's digest and every layer's diff_id hold; each layer is whole tar (GNU tar and Python's tarfile
+# list it without a word on stderr, and it ends with tar's end-of-archive blocks); its gzip copy (image-archive)
+# passes too; the SBOM is CycloneDX 1.5 by its JSON schema (cyclonedx-python-lib, in a venv of its own) and names the
+# binary in the image. The same root packed by umoci alone must fail the layer checks. About 40 s (zstd -19 twice);
+# as root, like `make image` (the image's /data belongs to user 65532).
+IMAGE_CHECK_VENV := .build/image-check-venv
+.PHONY: image-check
+image-check: deps-image
+	@test -x $(BIN) || { echo "image-check: no $(BIN): make build first"; exit 1; }
+	@test -x $(IMAGE_CHECK_VENV)/bin/python || $(PYTHON) -m venv $(IMAGE_CHECK_VENV)
+	@$(IMAGE_CHECK_VENV)/bin/python -c 'import cyclonedx.validation.json, jsonschema' 2>/dev/null || \
+	  $(IMAGE_CHECK_VENV)/bin/pip install -q --disable-pip-version-check 'cyclonedx-python-lib[json-validation]==11.12.0'
+	IMAGE_SOURCE='$(IMAGE_SOURCE)' $(IMAGE_CHECK_VENV)/bin/python tools/check-image.py --rebuild $(BIN) \
+	  --compression $(IMAGE_COMPRESSION)
 
 # Pushes the image to $(IMAGE):$(IMAGE_TAG) (credentials: `skopeo login $(REGISTRY)` or ~/.docker/config.json) and
 # keeps its digest, so the cluster runs exactly what was pushed.

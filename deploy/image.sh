@@ -1,18 +1,30 @@
 #!/bin/sh
 # Builds the container image without a container daemon or a base image: assembles a root file system from the
-# release binary and the few files it needs at run time, then packs it into an OCI image layout with umoci.
+# release binary and the few files it needs at run time, then packs it into an OCI image layout.
 #
-#   usage: deploy/image.sh BINARY LAYOUT TAG
+#   usage: deploy/image.sh BINARY LAYOUT TAG       the image, tagged TAG, in the OCI layout LAYOUT (replaced)
+#          deploy/image.sh --root BINARY DIR       only the root file system, in DIR (new; deploy/Dockerfile)
 #
 # The root holds only: the binary; the glibc-family libraries and loader `ldd` lists for it (everything else is linked
 # in); the CA bundle and the same roots one file each by subject hash; passwd/group with the non-root user 65532;
-# nsswitch.conf and hosts (DNS); /tmp; and /data, the volume for the SQLite file. File times are set to
-# SOURCE_DATE_EPOCH (default: the last commit), so the same binary gives the same image digest.
+# nsswitch.conf and hosts (DNS); /tmp; /data, the volume for the SQLite file; and the SBOM, a CycloneDX document of
+# the binary and the libraries it is built from (deploy/sbom.py), at /usr/share/doc/prefect-push/sbom.cdx.json.
+#
+# The layer is written by GNU tar, not umoci: umoci 0.4.7 (Debian 12) leaves out the tar's end-of-archive blocks and
+# the last file's padding, which tar and Python's tarfile refuse ("Unexpected EOF in archive"), and names the root
+# "/". Here it is a plain ustar archive (no pax time stamps), entries sorted by name, numeric owners, every time
+# SOURCE_DATE_EPOCH (default: the last commit), so the same binary gives the same image digest; umoci adds it as it is
+# (`raw add-layer`) and writes the configuration. tools/check-image.py checks all of that (make image-check).
 set -eu
-bin=${1:?usage: image.sh BINARY LAYOUT TAG}
-layout=${2:?usage: image.sh BINARY LAYOUT TAG}
-tag=${3:?usage: image.sh BINARY LAYOUT TAG}
+usage="usage: image.sh BINARY LAYOUT TAG | image.sh --root BINARY DIR"
+root_only=
+if [ "${1:-}" = --root ]; then root_only=1; shift; fi
+bin=${1:?$usage}
+here=$(cd "$(dirname "$0")" && pwd)
 uid=65532
+sbom=/usr/share/doc/prefect-push/sbom.cdx.json
+# The Swift file `make build` compiled into the binary: its list of libraries is the SBOM's (deploy/build-stamp.sh).
+stamp=${BUILD_STAMP:-$here/../Sources/Relay/BuildStamp.generated.swift}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 # The labels' version and revision are the binary's own (`make build` stamps them from git: BuildInfo.swift);
@@ -20,10 +32,21 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 version=$("$bin" --version | awk '{print $2}')
 revision=$("$bin" --version | sed -n 's/.*(commit \([^)]*\)).*/\1/p')
 source=${IMAGE_SOURCE:-}
+# The files' modes are the image's: not this shell's umask.
+umask 022
+fail() { echo "image.sh: $*" >&2; exit 1; }
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-root=$work/rootfs
+# The root file system: in DIR with --root, else in a directory of its own that becomes the layer.
+if [ -n "$root_only" ]; then
+    root=${2:?$usage}
+    [ ! -e "$root" ] || fail "$root exists: give a new directory"
+else
+    layout=${2:?$usage}
+    tag=${3:?$usage}
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    root=$work/rootfs
+fi
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/usr/lib/ssl" "$root/tmp" "$root/data"
 
 install -m 0755 "$bin" "$root/usr/local/bin/prefect-push"
@@ -43,7 +66,7 @@ for cert in /etc/ssl/certs/[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a
     [ -e "$cert" ] || continue  # the pattern itself when nothing matched
     cp -L "$cert" "$root/etc/ssl/certs/" && roots=$((roots + 1))
 done
-[ "$roots" -gt 0 ] || { echo "image.sh: no hashed CA certificates in /etc/ssl/certs (install ca-certificates)" >&2; exit 1; }
+[ "$roots" -gt 0 ] || fail "no hashed CA certificates in /etc/ssl/certs (install ca-certificates)"
 # OpenSSL's built-in default paths (OPENSSLDIR=/usr/lib/ssl), as on Debian.
 ln -s /etc/ssl/certs/ca-certificates.crt "$root/usr/lib/ssl/cert.pem"
 ln -s /etc/ssl/certs "$root/usr/lib/ssl/certs"
@@ -66,17 +89,29 @@ EOF
 printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$root/etc/hosts"
 : > "$root/etc/resolv.conf"
 
+${PYTHON:-python3} "$here/sbom.py" --stamp "$stamp" --binary "$bin" --created "$created" ${source:+--source "$source"} \
+    "$root$sbom"
+
 chmod 1777 "$root/tmp"
 chown "$uid:$uid" "$root/data"
 chmod 0750 "$root/data"
 find "$root" -exec touch -h -d "@$epoch" {} +
 
-# Pack: an empty image, one layer with the root, then the run-time configuration.
+[ -z "$root_only" ] || exit 0
+
+# The layer: every path below the root, sorted bytewise, as ustar (GNU tar refuses a name ustar can't hold rather
+# than adding a pax header).
+(cd "$root" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort) > "$work/files"
+tar --create --file "$work/layer.tar" --directory "$root" --format=ustar --numeric-owner --mtime="@$epoch" \
+    --no-recursion --verbatim-files-from --files-from "$work/files"
+
+# Pack: an empty image, the layer, then the run-time configuration (deploy/Dockerfile declares the same). Port 9747
+# is the metrics listener's when METRICS_PORT=9747 is set, as deploy/k8s does.
 rm -rf "$layout"
 umoci init --layout "$layout"
 umoci new --image "$layout:$tag"
-umoci insert --image "$layout:$tag" --history.created "$created" --history.created_by "deploy/image.sh" \
-    --history.comment "prefect-push $version" "$root" /
+umoci raw add-layer --image "$layout:$tag" --history.created "$created" --history.created_by "deploy/image.sh" \
+    --history.comment "prefect-push $version" "$work/layer.tar"
 umoci config --image "$layout:$tag" --no-history --created "$created" \
     --architecture "$(dpkg --print-architecture 2>/dev/null || echo amd64)" --os linux \
     --config.entrypoint /usr/local/bin/prefect-push \
@@ -84,6 +119,7 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
     --config.workingdir /data \
     --config.volume /data \
     --config.exposedports 8080/tcp \
+    --config.exposedports 9747/tcp \
     --config.env PATH=/usr/local/bin \
     --config.env DB_PATH=/data/prefect-push.db \
     --config.env PORT=8080 \
@@ -94,5 +130,6 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
     --config.label org.opencontainers.image.created="$created" \
     --config.label org.opencontainers.image.licenses=Apache-2.0 \
     ${source:+--config.label "org.opencontainers.image.source=$source"} \
-    --config.label org.opencontainers.image.description="Relays Prefect flow-run pauses to iPhones via APNs"
+    --config.label org.opencontainers.image.description="Relays Prefect flow-run pauses to iPhones via APNs" \
+    --config.label prefect-push.sbom="$sbom"
 umoci gc --layout "$layout"
