@@ -158,25 +158,68 @@ systemd-verify: deps-systemd
 	  echo "systemd unit valid"
 
 k8s-validate: $(KUBERNETES_VALIDATE)
+	@# The schemas, strictly; then tools/check-k8s.py: the manifests agree with each other and with BASE_PATH.
 	@mkdir -p .build
-	$(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) $$(ls deploy/k8s/*.yaml | grep -v kustomization.yaml)
-	@if command -v kubectl >/dev/null; then \
-	  kubectl kustomize deploy/k8s > .build/k8s-rendered.yaml && \
-	  $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-rendered.yaml && \
-	  echo "kustomize output valid"; \
-	else echo "kubectl not found: kustomize output not rendered"; fi
+	$(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) \
+	  $$(find deploy/k8s -name '*.yaml' ! -name kustomization.yaml | sort)
 	@sed 's/containerPort: 8080/containerPort: "eighty"/' deploy/k8s/deployment.yaml > .build/k8s-broken.yaml
 	@if $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-broken.yaml >/dev/null 2>&1; then \
 	  echo "kubernetes-validate accepted a broken manifest"; exit 1; fi
+	@rendered=""; if command -v kubectl >/dev/null; then \
+	  mkdir -p .build/k8s-check-overlay && \
+	  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources: [../../deploy/k8s]' \
+	    'components: [../../deploy/k8s/check]' > .build/k8s-check-overlay/kustomization.yaml && \
+	  kubectl kustomize deploy/k8s > .build/k8s-rendered.yaml && \
+	  kubectl kustomize .build/k8s-check-overlay > .build/k8s-check-rendered.yaml && \
+	  $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-rendered.yaml \
+	    .build/k8s-check-rendered.yaml || exit 1; \
+	  echo "kustomize output valid (deploy/k8s, and with the check/ Component)"; \
+	  rendered="--rendered .build/k8s-rendered.yaml .build/k8s-check-rendered.yaml"; \
+	else echo "kubectl not found: kustomize output not rendered"; fi; \
+	$(VENV)/bin/python tools/check-k8s.py --dir deploy/k8s --makefile Makefile $$rendered
+	@# Each broken copy must fail tools/check-k8s.py (and must differ from the original: a stale edit fails too).
+	@for m in 'prefect-push.env s|^BASE_PATH=.*|BASE_PATH=/relay|' \
+	          'ingress.example.yaml s|path: /push$$|path: /relay|' \
+	          'deployment.yaml s|path: /push/health$$|path: /push/healthz|' \
+	          'networkpolicy.example.yaml s|port: 9747|port: 8080|' \
+	          'secrets.example.yaml s|name: prefect-push-prefect-cloud|name: prefect-push-prefect|' \
+	          'deployment.yaml s|minReadySeconds: .*|minReadySeconds: 30|' \
+	          'prefect-push.env s|^HEALTH_STARTUP_SECONDS=.*|HEALTH_STARTUP_SECONDS=120|' \
+	          'check/check-job.yaml s|value: /data/prefect-push.db|value: /tmp/prefect-push.db|'; do \
+	  file=$${m%% *}; edit=$${m#* }; copy=.build/k8s-broken-dir; \
+	  rm -rf $$copy && cp -r deploy/k8s $$copy && sed -i "$$edit" $$copy/$$file; \
+	  if cmp -s deploy/k8s/$$file $$copy/$$file; then echo "k8s-validate: '$$m' changed nothing"; exit 1; fi; \
+	  $(VENV)/bin/python tools/check-k8s.py --dir $$copy >/dev/null; rc=$$?; \
+	  if [ $$rc -ne 1 ]; then echo "tools/check-k8s.py: exit $$rc for a broken copy ($$file: $$edit), not 1"; exit 1; fi; \
+	done; echo "tools/check-k8s.py refuses each of 8 broken copies"
 	@echo "manifests valid"
 
 # deploy/prometheus: the alert rules are valid and pass their promtool unit tests (alerts.test.yaml), and every
 # expression in the Grafana dashboard parses (tools/check-dashboard.py, which first makes sure promtool refuses a
 # broken one). The scrape itself is PrometheusScrapeTests, in the test run.
 prometheus-check: deps-prometheus
+	$(call apt_install,python3-yaml)
 	promtool check rules deploy/prometheus/alerts.yaml
 	promtool test rules deploy/prometheus/alerts.test.yaml
 	$(PYTHON) tools/check-dashboard.py deploy/prometheus/dashboard.json
+	@# Annotations, runbook anchors, a firing and a silent test per alert, the Alertmanager inhibit example.
+	$(PYTHON) tools/check-alerts.py --dir deploy/prometheus --docs docs/operations.md
+	@# Each broken copy must fail its check (and must differ from the original: a stale edit fails too).
+	@for m in 'check-alerts alerts.yaml s|#prefectpushcrashlooping|#prefectpushcrashloop|' \
+	          'check-alerts alerts.yaml s|started again {{ $$value }} times|started again several times|' \
+	          'check-alerts alerts.yaml s|{{ $$labels.instance }} has answered /health|The relay has answered /health|' \
+	          'check-alerts alertmanager-inhibit.example.yaml s|"PrefectPushStoreErrors"|"PrefectPushStoreError"|' \
+	          'check-alerts alerts.test.yaml /eval_time: \(17\|50\)m/,/exp_alerts: \[\]/d' \
+	          'promtool alerts.yaml s|\[30m\]) > 2|[30m]) > 1|'; do \
+	  tool=$${m%% *}; rest=$${m#* }; file=$${rest%% *}; edit=$${rest#* }; copy=.build/prometheus-broken; \
+	  rm -rf $$copy && mkdir -p .build && cp -r deploy/prometheus $$copy && sed -i "$$edit" $$copy/$$file; \
+	  if cmp -s deploy/prometheus/$$file $$copy/$$file; then echo "prometheus-check: '$$m' changed nothing"; exit 1; fi; \
+	  if [ $$tool = promtool ]; then promtool test rules $$copy/alerts.test.yaml >/dev/null 2>&1; rc=$$?; \
+	    if [ $$rc -eq 0 ]; then echo "promtool's tests passed a broken copy ($$file: $$edit)"; exit 1; fi; \
+	  else $(PYTHON) tools/check-alerts.py --dir $$copy --docs docs/operations.md >/dev/null; rc=$$?; \
+	    if [ $$rc -ne 1 ]; then echo "check-alerts.py: exit $$rc, not 1, for a broken copy ($$file: $$edit)"; exit 1; fi; \
+	  fi; \
+	done; echo "tools/check-alerts.py refuses each of 5 broken copies, promtool's tests a changed crash-loop bound"
 
 # Runs the relay. Without PREFECT_API_URL it starts a local Prefect server (127.0.0.1:$(PREFECT_PORT)) first and
 # stops it when the relay exits.
