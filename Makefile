@@ -72,7 +72,7 @@ deps-systemd:
 # promtool for the alert rules and the dashboard, and prometheus itself for PrometheusScrapeTests (Debian's package
 # has both). On a host with systemd, installing it also starts a Prometheus on :9090; the tests don't use that one.
 deps-prometheus:
-	$(call apt_install,prometheus)
+	$(call apt_install,prometheus python3-yaml)
 
 deps-python: $(PREFECT) $(KUBERNETES_VALIDATE)
 
@@ -95,14 +95,16 @@ build: deps-apt release-inputs
 # The release build's inputs that SwiftPM doesn't track: the static libraries (built once), the version stamp (its
 # file is rewritten only when it changes), and the compiler and linker flags and the symbol order. SwiftPM
 # recompiles on a source change but not on a changed -Xswiftc flag, and relinks on neither a changed archive nor a
-# changed order file: a change of the compile flags drops the compiled release modules, and the release executables
+# changed order file: a change of the compile flags drops the compiled release modules (and the module cache, whose
+# modules name the checkout's old path when it was copied: the flags name the path too), and the release executables
 # are always linked again (under a second each).
 release-inputs:
 	@sh deploy/static-libs.sh $(STATIC_DIR)
 	@sh deploy/build-stamp.sh $(BUILD_STAMP)
 	@stamp=.build/release-flags; flags="$(RELEASE_COMPILE)"; \
 	if [ "$$(cat $$stamp 2>/dev/null)" != "$$flags" ]; then \
-	  rm -rf .build/release/*.build .build/release/*.swiftmodule .build/release/Modules; mkdir -p .build; \
+	  rm -rf .build/release/*.build .build/release/*.swiftmodule .build/release/Modules .build/release/ModuleCache; \
+	  mkdir -p .build; \
 	  printf '%s' "$$flags" > $$stamp; fi
 	@rm -f .build/release/prefect-push .build/release/fake-apns .build/release/prefect-push-bench
 
@@ -110,23 +112,74 @@ debug: deps-apt
 	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
 
 # Unit tests plus integration tests against a real Prefect server the tests start themselves, after the
-# Kubernetes manifests are validated, every product has built in release (warnings as errors: the CI gate) and the
-# release relay has pushed over TLS (tools/release-smoke.py: the static build and its trimmed OpenSSL) and held
-# 3,000 pauses flat (a soak smoke), each fuzz harness has run a few seconds and the quick fault-injection scenarios
-# have passed, the relay built plain and with AddressSanitizer. The test run is bounded
-# (tools/bounded-test.sh, ~5 min here): past the bound it prints the test process's stacks and fails.
+# Kubernetes manifests, the systemd unit and the alert rules are checked, every product has built in release
+# (warnings as errors: the CI gate), the release relay has pushed over TLS (tools/release-smoke.py: the static build
+# and its trimmed OpenSSL) and held 3,000 pauses flat (a soak smoke), the image has passed its checks, each fuzz
+# harness has run a few seconds and the quick fault-injection scenarios have passed, the relay built plain and with
+# AddressSanitizer. The test run is bounded (tools/bounded-test.sh): past the bound it prints the test process's stacks
+# and fails.
+# The packages are installed first, one apt at a time; then the parts below run two at a time (make -j2, one per
+# core), in an order that keeps both cores busy: the downloads and the one-core compiles beside the two-core builds,
+# the fault scenarios and the image beside the test suites. Each part's output comes whole when it ends, with the
+# seconds since the start. About 13 minutes from a fresh clone on a 2-core machine.
 TEST_BOUND_SECONDS ?= 900
-test: deps lint k8s-validate systemd-verify prometheus-check release-inputs
+ifndef TEST_START
+TEST_START := $(shell date +%s)
+endif
+test_passed = @echo "== $@ passed, $$(( $$(date +%s) - $(TEST_START) )) s into make test"
+test: deps-apt deps-systemd deps-prometheus deps-image
+	@$(MAKE) --no-print-directory -j2 --output-sync=target TEST_START=$$(date +%s) test-parts
+
+.PHONY: test-parts test-venv test-checks test-debug-build test-static test-release-build test-release test-suites \
+        test-chaos test-fuzz test-asan-build test-chaos-asan
+# The order of these is the order the parts start in, as cores come free (each waits for what it needs).
+test-parts: test-suites test-checks test-release test-chaos test-fuzz test-chaos-asan
+	@echo "make test: every part passed in $$(( $$(date +%s) - $(TEST_START) )) s"
+
+test-venv: $(PREFECT) $(KUBERNETES_VALIDATE)
+
+test-checks: lint k8s-validate systemd-verify prometheus-check test-venv
 	$(VENV)/bin/python tools/verdict-selftest.py
+	$(test_passed)
+
+test-debug-build:
+	$(SWIFT) build $(STRICT_FLAGS) --build-tests
+	$(test_passed)
+
+test-static: release-inputs
+	$(test_passed)
+
+# After the debug build: two SwiftPM builds in one .build wait for each other anyway.
+test-release-build: test-static | test-debug-build
 	$(SWIFT) build $(RELEASE_FLAGS)
+	$(test_passed)
+
+test-release: test-release-build test-venv
 	$(VENV)/bin/python tools/release-smoke.py
 	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every $(SOAK_SMOKE_EVERY) --out .build/soak-smoke.json
-	$(SWIFT) build $(STRICT_FLAGS) --build-tests
-	$(MAKE) --no-print-directory fuzz-smoke
-	$(MAKE) --no-print-directory chaos-quick
-	$(MAKE) --no-print-directory chaos-asan-smoke
+	$(MAKE) --no-print-directory image-check
+	$(test_passed)
+
+test-suites: test-debug-build test-venv
 	$(MAKE) --no-print-directory test-unprivileged
 	PREFECT_BIN=$(CURDIR)/$(PREFECT) PROMETHEUS_BIN=/usr/bin/prometheus SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
+	$(test_passed)
+
+test-chaos: test-debug-build test-venv
+	$(CHAOS_QUICK)
+	$(test_passed)
+
+test-fuzz: fuzz-smoke
+	$(test_passed)
+
+test-asan-build:
+	$(ASAN_BUILD)
+	$(test_passed)
+
+test-chaos-asan: export SWIFT_BACKTRACE := enable=no
+test-chaos-asan: test-asan-build test-debug-build test-venv
+	$(CHAOS_ASAN) $(CHAOS_ASAN_SMOKE)
+	$(test_passed)
 
 # The store's refusals that root never meets (root writes a read-only file anyway), so StoreOpenTests runs again as
 # an unprivileged user (nobody, via setpriv, when run as root), from a copy of the test binary in a directory of its
@@ -198,7 +251,6 @@ k8s-validate: $(KUBERNETES_VALIDATE)
 # expression in the Grafana dashboard parses (tools/check-dashboard.py, which first makes sure promtool refuses a
 # broken one). The scrape itself is PrometheusScrapeTests, in the test run.
 prometheus-check: deps-prometheus
-	$(call apt_install,python3-yaml)
 	promtool check rules deploy/prometheus/alerts.yaml
 	promtool test rules deploy/prometheus/alerts.test.yaml
 	$(PYTHON) tools/check-dashboard.py deploy/prometheus/dashboard.json
@@ -319,10 +371,11 @@ chaos: deps-apt $(PREFECT)
 	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
 	$(VENV)/bin/python chaos/run.py $(CHAOS_ARGS)
 
+CHAOS_QUICK = $(VENV)/bin/python chaos/run.py --quick $(CHAOS_ARGS)
 chaos-quick: deps-apt $(PREFECT)
 	$(SWIFT) build $(STRICT_FLAGS) --product prefect-push
 	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
-	$(VENV)/bin/python chaos/run.py --quick $(CHAOS_ARGS)
+	$(CHAOS_QUICK)
 
 # The fault scenarios against the relay built with AddressSanitizer (.build/asan): the C edges (lws, nghttp2,
 # OpenSSL, SQLite) under faults, where the pure-Swift fuzzers can't reach. A scenario fails on any sanitizer report
@@ -336,12 +389,14 @@ chaos-quick: deps-apt $(PREFECT)
 # chaos-quick's 50 ms.
 CHAOS_ASAN_ARGS ?=
 CHAOS_ASAN_SMOKE := --only events-blackhole,fd-exhaustion,relay-kill --quick
+ASAN_BUILD = $(SWIFT) build --sanitize=address --scratch-path .build/asan --product prefect-push
+CHAOS_ASAN = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
+  CHAOS_RELAY_BIN=$(CURDIR)/.build/asan/debug/prefect-push \
+  $(VENV)/bin/python chaos/run.py --out chaos/results-asan.json --durable-within-ms 500
 chaos-asan: deps-apt $(PREFECT)
-	$(SWIFT) build --sanitize=address --scratch-path .build/asan --product prefect-push
+	$(ASAN_BUILD)
 	$(SWIFT) build $(STRICT_FLAGS) --product fake-apns
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan-suppressions.txt \
-	  CHAOS_RELAY_BIN=$(CURDIR)/.build/asan/debug/prefect-push \
-	  $(VENV)/bin/python chaos/run.py --out chaos/results-asan.json --durable-within-ms 500 $(CHAOS_ASAN_ARGS)
+	$(CHAOS_ASAN) $(CHAOS_ASAN_ARGS)
 
 chaos-asan-smoke:
 	$(MAKE) --no-print-directory chaos-asan CHAOS_ASAN_ARGS="$(CHAOS_ASAN_SMOKE)"

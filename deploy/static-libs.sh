@@ -19,8 +19,11 @@ libdir=$(pkg-config --variable=libdir libwebsockets)
 mkdir -p "$out/pkgconfig" "$out/lib"
 out=$(cd "$out" && pwd)
 
-sh "$here/openssl.sh" "$out/openssl"
-sh "$here/sqlite.sh" "$out/sqlite"
+# At once: OpenSSL's build keeps both cores busy only part of the time, SQLite's one file compiles on one core.
+sh "$here/openssl.sh" "$out/openssl" & openssl=$!
+sqlite_rc=0; sh "$here/sqlite.sh" "$out/sqlite" || sqlite_rc=$?
+openssl_rc=0; wait "$openssl" || openssl_rc=$?
+[ "$openssl_rc" -eq 0 ] && [ "$sqlite_rc" -eq 0 ] || { echo "static-libs.sh: building OpenSSL or SQLite failed (above)" >&2; exit 1; }
 
 archive() {
     case $1 in

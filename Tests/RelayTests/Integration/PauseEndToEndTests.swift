@@ -172,7 +172,8 @@ extension SharedPrefect {
             #expect(update.payload["aps"]?["event"] == "update" && update.payload["aps"]?["alert"] == nil)
             #expect(update.headers["apns-priority"] == "5")
             #expect(activityProps(update.payload)?["title"] == "Ship billing-api 1.4.3?")
-            #expect(relay.process.log.contains("event=pause.refreshed run=\(run)"))
+            // Logged once the update is sent: the fake APNs can have it before the line is written.
+            try waitUntil("pause.refreshed logged", timeout: 10) { relay.process.log.contains("event=pause.refreshed run=\(run)") }
             try e2e.resume(run)
             try waitUntil("the end push", timeout: 30) { e2e.pushes(to: EndToEnd.activityToken, run: run).count == 2 }
             let end = e2e.pushes(to: EndToEnd.activityToken, run: run)[1]
@@ -195,7 +196,7 @@ extension SharedPrefect {
             let update = e2e.pushes(to: EndToEnd.activityToken, run: run)[0]
             #expect(update.payload["aps"]?["event"] == "update")
             #expect(activityProps(update.payload)?["title"] == "Ship billing-api 1.4.3?")
-            #expect(restarted.process.log.contains("event=pause.refreshed run=\(run)"))
+            try waitUntil("pause.refreshed logged", timeout: 10) { restarted.process.log.contains("event=pause.refreshed run=\(run)") }
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // announced once, across the restart
         }
 
