@@ -98,7 +98,10 @@ struct PauseJobs: Sendable {
                          followed: Bool) async -> Bool {
         guard let read = await ledger.props(stateID: pause.stateID) else { return false }  // tried again
         guard let text = read, let json = try? JSONParser.parse(text), let stored = WaitingProps(json: json) else {
-            return true  // ended and pruned, or never announced: nothing to refresh
+            // Ended and pruned, never announced, or props this version can't read: nothing to refresh, now or on the
+            // next event. Still counted as behind, it would be started again as soon as it is done, without end.
+            tracker.nothingToRefresh(stateID: pause.stateID)
+            return true
         }
         let request = PropsRequest(pause: pause, flowName: stored.flowName, followed: followed)
         guard case .built(let props, let arrivals) = await buildProps(request, tracker: tracker),

@@ -96,6 +96,9 @@ extension PauseTracker {
             propsArrivals[stateID] = max(used, arrivals)
         }
     }
+
+    /// A refresh found no props to build again: later events start none (an announce that stores props counts again).
+    func nothingToRefresh(stateID: String) { propsArrivals[stateID] = nil }
 }
 
 // MARK: - Flow habits

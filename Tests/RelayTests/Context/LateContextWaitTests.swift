@@ -78,4 +78,27 @@ import Testing
         let refreshes = await relay.jobs.values.filter { $0.kind == .refresh }
         #expect(refreshes.map(\.pause.stateID) == ["s1"])
     }
+
+    /// Props a refresh can't build again (here: stored props this version doesn't read) end the refreshing: the
+    /// refresh is done and no event starts another. Counted as still behind, it started itself again as soon as it
+    /// was done, a core busy for as long as the pause waited.
+    @Test func aRefreshWithNothingToRebuildIsNotStartedAgain() async throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        try store.insertPause(PauseRecord(stateID: "s1", runID: runID, stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        try store.setProps(stateID: "s1", props: #"{"runId":"r"}"#)
+        let config = try Config(environment: ["PREFECT_API_URL": "http://127.0.0.1:1/api"])
+        let relay = try RelayOwners(store: try dir.store(), prefect: PrefectClient(config: config, http: try HTTPPool()),
+                                    apns: nil, uiRoot: "", topic: "io.example").tracker
+        func settled() async -> Bool {
+            let (running, queued, behind) = await (relay.runningJobs, relay.jobs, relay.propsArrivals)
+            return running.isEmpty && queued.isEmpty && behind.isEmpty
+        }
+        await relay.received(.event(customEvent))
+        // Bounded: the refresh reads the store once and is done within a few hops.
+        for _ in 0..<2_000 where await !settled() { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(await settled())
+        await relay.received(.event(customEvent))  // a later event for the run starts nothing
+        #expect(await relay.runningJobs.isEmpty)
+    }
 }

@@ -7,6 +7,12 @@ final class ChildProcess: @unchecked Sendable {
     let pid: pid_t
     let logPath: String
 
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module doesn't declare.
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let closeFrom: CloseFrom? = dlsym(UnsafeMutableRawPointer(bitPattern: 0),
+                                                     "posix_spawn_file_actions_addclosefrom_np")
+        .map { unsafeBitCast($0, to: CloseFrom.self) }
+
     init(_ path: String, _ arguments: [String], environment: [String: String], logPath: String) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -14,6 +20,11 @@ final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        // Nothing else of the test process's: a listener another test opened without O_CLOEXEC would otherwise be
+        // the child's too (ListenerBindTests counted two such listeners as the relay's own).
+        guard let closeFrom = ChildProcess.closeFrom, closeFrom(&actions, 3) == 0 else {
+            throw TestFailure("posix_spawn_file_actions_addclosefrom_np failed (glibc 2.34 or later needed)")
+        }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         // Sanitizer settings reach the relay too (`make test-asan` / `test-tsan` set them for the whole run).
         var environment = environment
