@@ -118,10 +118,12 @@ debug: deps-apt
 # harness has run a few seconds and the quick fault-injection scenarios have passed, the relay built plain and with
 # AddressSanitizer. The test run is bounded (tools/bounded-test.sh): past the bound it prints the test process's stacks
 # and fails.
-# The packages are installed first, one apt at a time; then the parts below run two at a time (make -j2, one per
-# core), in an order that keeps both cores busy: the downloads and the one-core compiles beside the two-core builds,
-# the fault scenarios and the image beside the test suites. Each part's output comes whole when it ends, with the
-# seconds since the start. About 13 minutes from a fresh clone on a 2-core machine.
+# The packages are installed first, one apt at a time; then the parts run in two lanes at once (make -j2, one per
+# core), each part waiting for what it needs and for the part before it in its lane:
+#   builds:  debug build -> static libraries -> release build -> fuzz build -> ASan build -> ASan chaos smoke
+#   checks:  venv -> lint and manifests -> Swift suites -> release smoke, soak smoke, image -> fuzz smoke -> chaos quick
+# so the downloads and the suites (which mostly wait on Prefect and sockets) run beside the compiles. Each part's
+# output comes whole when it ends, with the seconds since the start. About 13 minutes from a fresh clone on 2 cores.
 TEST_BOUND_SECONDS ?= 900
 ifndef TEST_START
 TEST_START := $(shell date +%s)
@@ -131,54 +133,61 @@ test: deps-apt deps-systemd deps-prometheus deps-image
 	@$(MAKE) --no-print-directory -j2 --output-sync=target TEST_START=$$(date +%s) test-parts
 
 .PHONY: test-parts test-venv test-checks test-debug-build test-static test-release-build test-release test-suites \
-        test-chaos test-fuzz test-asan-build test-chaos-asan
-# The order of these is the order the parts start in, as cores come free (each waits for what it needs).
-test-parts: test-suites test-checks test-release test-chaos test-fuzz test-chaos-asan
+        test-chaos test-fuzz-build test-fuzz test-asan-build test-chaos-asan
+test-parts: test-chaos-asan test-chaos
 	@echo "make test: every part passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
-test-venv: $(PREFECT) $(KUBERNETES_VALIDATE)
-
-test-checks: lint k8s-validate systemd-verify prometheus-check test-venv
-	$(VENV)/bin/python tools/verdict-selftest.py
-	$(test_passed)
-
+# The builds lane.
 test-debug-build:
 	$(SWIFT) build $(STRICT_FLAGS) --build-tests
 	$(test_passed)
 
-test-static: release-inputs
+test-static: | test-debug-build
+	$(MAKE) --no-print-directory release-inputs
 	$(test_passed)
 
-# After the debug build: two SwiftPM builds in one .build wait for each other anyway.
-test-release-build: test-static | test-debug-build
+test-release-build: test-static
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(test_passed)
 
-test-release: test-release-build test-venv
-	$(VENV)/bin/python tools/release-smoke.py
-	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every $(SOAK_SMOKE_EVERY) --out .build/soak-smoke.json
-	$(MAKE) --no-print-directory image-check
+test-fuzz-build: | test-release-build
+	$(MAKE) --no-print-directory fuzz-build
 	$(test_passed)
 
-test-suites: test-debug-build test-venv
-	$(MAKE) --no-print-directory test-unprivileged
-	PREFECT_BIN=$(CURDIR)/$(PREFECT) PROMETHEUS_BIN=/usr/bin/prometheus SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
-	$(test_passed)
-
-test-chaos: test-debug-build test-venv
-	$(CHAOS_QUICK)
-	$(test_passed)
-
-test-fuzz: fuzz-smoke
-	$(test_passed)
-
-test-asan-build:
+test-asan-build: | test-fuzz-build
 	$(ASAN_BUILD)
 	$(test_passed)
 
 test-chaos-asan: export SWIFT_BACKTRACE := enable=no
 test-chaos-asan: test-asan-build test-debug-build test-venv
 	$(CHAOS_ASAN) $(CHAOS_ASAN_SMOKE)
+	$(test_passed)
+
+# The checks lane.
+test-venv: $(PREFECT) $(KUBERNETES_VALIDATE)
+
+test-checks: test-venv
+	$(MAKE) --no-print-directory lint k8s-validate systemd-verify prometheus-check
+	$(VENV)/bin/python tools/verdict-selftest.py
+	$(test_passed)
+
+test-suites: test-debug-build test-venv | test-checks
+	$(MAKE) --no-print-directory test-unprivileged
+	PREFECT_BIN=$(CURDIR)/$(PREFECT) PROMETHEUS_BIN=/usr/bin/prometheus SWIFT=$(SWIFT) tools/bounded-test.sh $(TEST_BOUND_SECONDS)
+	$(test_passed)
+
+test-release: test-release-build test-venv | test-suites
+	$(VENV)/bin/python tools/release-smoke.py
+	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every $(SOAK_SMOKE_EVERY) --out .build/soak-smoke.json
+	$(MAKE) --no-print-directory image-check
+	$(test_passed)
+
+test-fuzz: test-fuzz-build | test-release
+	$(MAKE) --no-print-directory fuzz-smoke
+	$(test_passed)
+
+test-chaos: test-debug-build test-venv | test-fuzz
+	$(CHAOS_QUICK)
 	$(test_passed)
 
 # The store's refusals that root never meets (root writes a read-only file anyway), so StoreOpenTests runs again as
