@@ -26,13 +26,17 @@ package enum RelayMain {
         exit(2)
     }
 
+    static let versionUsage = "--version    print the version and commit; with --verbose, also one line per library "
+        + "built in or loaded, name version (linkage), as the image's SBOM lists them"
+
     static func usage() -> String {
         var text = """
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | backup FILE | --help | --version]
+            usage: prefect-push [check | backup FILE | --help | --version [--verbose]]
               \(Check.usage)
               \(BackupCommand.usage)
+              \(versionUsage)
             Configuration comes from the environment:
 
             """
@@ -93,7 +97,13 @@ package enum RelayMain {
             print(usage(), terminator: "")
             exit(0)
         case "--version", "-V", "version":
-            print("prefect-push \(BuildInfo.version) (commit \(BuildInfo.commit))")
+            switch CommandLine.arguments.dropFirst(2).first {
+            case nil: print(BuildInfo.versionLine)
+            case "--verbose", "-v": print(BuildInfo.verboseText, terminator: "")
+            case let other?:
+                Stderr.write("unknown argument \(other) after --version; see prefect-push --help\n")
+                exit(2)
+            }
             exit(0)
         case "check":
             exit(await Check.run(environment: environment()))

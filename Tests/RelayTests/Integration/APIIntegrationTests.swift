@@ -175,6 +175,15 @@ extension SharedPrefect {
             let version = try ChildProcess(RelayProcess.binary, ["--version"], environment: [:], logPath: dir + "/v.log")
             #expect(version.waitForExit(timeout: 10) == 0)
             #expect(version.log.hasPrefix("prefect-push "))
+            // The test build isn't stamped: --verbose says so rather than listing no library.
+            let verbose = try ChildProcess(RelayProcess.binary, ["version", "--verbose"], environment: [:],
+                                           logPath: dir + "/vv.log")
+            #expect(verbose.waitForExit(timeout: 10) == 0)
+            #expect(verbose.log.hasPrefix(BuildInfo.versionLine + "\nlibraries: unknown (not a stamped release build"))
+            let unknown = try ChildProcess(RelayProcess.binary, ["--version", "--verbsoe"], environment: [:],
+                                           logPath: dir + "/vu.log")
+            #expect(unknown.waitForExit(timeout: 10) == 2)
+            #expect(unknown.log.contains("--verbsoe"))
         }
 
         @Test func sigtermExitsCleanly() async throws {
