@@ -121,7 +121,8 @@ debug: deps-apt
 # The packages are installed first, one apt at a time; then the parts run in two lanes at once (make -j2, one per
 # core), each part waiting for what it needs and for the part before it in its lane:
 #   builds:  debug build -> static libraries -> release build -> fuzz build -> ASan build -> ASan chaos smoke
-#   checks:  venv -> lint and manifests -> Swift suites -> release smoke, soak smoke, image -> fuzz smoke -> chaos quick
+#   checks:  venv -> lint and manifests -> Swift suites -> release smoke, soak smoke, image checks and the image under
+#            podman -> fuzz smoke -> chaos quick
 # so the downloads and the suites (which mostly wait on Prefect and sockets) run beside the compiles. Each part's
 # output comes whole when it ends, with the seconds since the start. About 13 minutes from a fresh clone on 2 cores.
 TEST_BOUND_SECONDS ?= 900
@@ -129,7 +130,7 @@ ifndef TEST_START
 TEST_START := $(shell date +%s)
 endif
 test_passed = @echo "== $@ passed, $$(( $$(date +%s) - $(TEST_START) )) s into make test"
-test: deps-apt deps-systemd deps-prometheus deps-image
+test: deps-apt deps-systemd deps-prometheus deps-image deps-podman
 	@$(MAKE) --no-print-directory -j2 --output-sync=target TEST_START=$$(date +%s) test-parts
 
 .PHONY: test-parts test-venv test-checks test-debug-build test-static test-release-build test-release test-suites \
@@ -179,7 +180,8 @@ test-suites: test-debug-build test-venv | test-checks
 test-release: test-release-build test-venv | test-suites
 	$(VENV)/bin/python tools/release-smoke.py
 	$(VENV)/bin/python bench/soak.py --pauses $(SOAK_SMOKE_PAUSES) --every $(SOAK_SMOKE_EVERY) --out .build/soak-smoke.json
-	$(MAKE) --no-print-directory image-check
+	$(MAKE) --no-print-directory image-check IMAGE_CHECK_ARGS="--keep .build/oci-check"
+	$(IMAGE_TEST_RUN) --layout .build/oci-check --tag check
 	$(test_passed)
 
 test-fuzz: test-fuzz-build | test-release
@@ -555,7 +557,26 @@ image-check: deps-image
 	@$(IMAGE_CHECK_VENV)/bin/python -c 'import cyclonedx.validation.json, jsonschema' 2>/dev/null || \
 	  $(IMAGE_CHECK_VENV)/bin/pip install -q --disable-pip-version-check 'cyclonedx-python-lib[json-validation]==11.12.0'
 	IMAGE_SOURCE='$(IMAGE_SOURCE)' $(IMAGE_CHECK_VENV)/bin/python tools/check-image.py --rebuild $(BIN) \
-	  --compression $(IMAGE_COMPRESSION)
+	  --compression $(IMAGE_COMPRESSION) $(IMAGE_CHECK_ARGS)
+
+# The image under podman (tools/image-test.py): the layout `make image` wrote, run with deploy/k8s's hardening (user
+# 65532, read-only root, no capabilities, no-new-privileges, a named volume at /data) against a real Prefect server
+# and the fake APNs on 127.0.0.1: check and --version --verbose (against the image's SBOM) inside it, a pause reaching
+# APNs as an alert and a Live Activity start, podman stop within 1 s with exit 0, and a second container on the volume
+# that keeps the device and sends nothing again. 35-55 s, most of it Prefect's start. IMAGE_TEST_RUNTIME and
+# IMAGE_TEST_ULIMITS override the podman flags it picks for this host (docs/testing.md); IMAGE_TEST_ARGS="--plant
+# no-volume" (or forget-pauses, apns-host) runs it with a defect it must fail on. As root, like `make image`.
+# `make test` runs it on the image image-check built and kept (IMAGE_TEST_LAYOUT), not on a third build.
+PODMAN_PACKAGES := podman runc
+IMAGE_TEST_ARGS ?=
+IMAGE_TEST_RUN = $(VENV)/bin/python tools/image-test.py $(IMAGE_TEST_ARGS)
+.PHONY: deps-podman image-test
+deps-podman:
+	$(call apt_install,$(PODMAN_PACKAGES))
+
+image-test: image deps-podman $(PREFECT)
+	$(SWIFT) build $(RELEASE_FLAGS) --product fake-apns
+	$(IMAGE_TEST_RUN) --layout $(OCI) --tag $(IMAGE_TAG)
 
 # Pushes the image to $(IMAGE):$(IMAGE_TAG) (credentials: `skopeo login $(REGISTRY)` or ~/.docker/config.json) and
 # keeps its digest, so the cluster runs exactly what was pushed.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the container image's OCI layouts: blobs, layers as tar, reproducibility, and the SBOM.
 
-  usage: tools/check-image.py [--rebuild BINARY] [--compression zstd|gzip] [--no-schema] [LAYOUT ...]
+  usage: tools/check-image.py [--rebuild BINARY [--keep LAYOUT]] [--compression zstd|gzip] [--no-schema] [LAYOUT ...]
 
 For every LAYOUT (an OCI image layout directory, as `make image` writes .build/oci):
   - every blob's SHA-256 is its name, and every descriptor's digest and size are the blob's;
@@ -230,7 +230,7 @@ def umoci_layout(layout: str, work: str) -> str:
     return old
 
 
-def rebuild(binary: str, compression: str, schema: bool) -> list[str]:
+def rebuild(binary: str, compression: str, schema: bool, keep: str | None = None) -> list[str]:
     problems = []
     with tempfile.TemporaryDirectory(prefix="check-image-") as work:
         first, second = os.path.join(work, "first"), os.path.join(work, "second")
@@ -251,6 +251,10 @@ def rebuild(binary: str, compression: str, schema: bool) -> list[str]:
         print(f"umoci insert (must fail): {'; '.join(layer_problems) or 'no layer problem found'}")
         if not layer_problems:
             problems.append("the layer checks passed umoci's own layer, which tar refuses: they can't fail")
+        if keep:
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(first, keep)
+            print(f"kept the first build in {keep} (tag check)")
     return problems
 
 
@@ -259,13 +263,15 @@ def main() -> None:
     parser.add_argument("--rebuild", metavar="BINARY", help="build the image twice from BINARY and compare")
     parser.add_argument("--compression", choices=("zstd", "gzip"), default="zstd")
     parser.add_argument("--no-schema", action="store_true", help="skip the CycloneDX schema validation")
+    parser.add_argument("--keep", metavar="LAYOUT", help="with --rebuild: keep the first build there, tagged check")
     parser.add_argument("layouts", nargs="*")
     args = parser.parse_args()
     if not args.rebuild and not args.layouts:
         parser.error("give --rebuild BINARY or a LAYOUT")
     if "GNU tar" not in subprocess.run(["tar", "--version"], capture_output=True, text=True).stdout:
         sys.exit("check-image: needs GNU tar")
-    problems = rebuild(os.path.abspath(args.rebuild), args.compression, not args.no_schema) if args.rebuild else []
+    problems = (rebuild(os.path.abspath(args.rebuild), args.compression, not args.no_schema, args.keep)
+                if args.rebuild else [])
     for layout in args.layouts:
         found, account = check_layout(layout, not args.no_schema)
         print(f"{layout}: {account}")
