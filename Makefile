@@ -519,7 +519,8 @@ KUBE_CONTEXT ?=
 KUBECTL       = kubectl $(if $(KUBE_CONTEXT),--context $(KUBE_CONTEXT) )--namespace $(NAMESPACE)
 OVERLAY      := .build/k8s-overlay
 HEALTH_PORT  ?= 18080
-BASE_PATH_K8S := /push
+# The path prefix the cluster's relay serves: deploy/k8s/prefect-push.env's BASE_PATH, its one source.
+BASE_PATH_K8S := $(shell sed -n 's/^BASE_PATH=//p' deploy/k8s/prefect-push.env)
 
 # OCI image layout in $(OCI), tag $(IMAGE_TAG); then unpacks it and runs --version inside the unpacked root, and
 # recompresses the layer (deploy/image-compress.py): zstd -19 by default (containerd 1.5+, CRI-O, Podman, Docker 23+),
@@ -593,22 +594,51 @@ apply:
 	  '  newName: $(IMAGE)' "  digest: $$(cat .build/image.digest)" > $(OVERLAY)/kustomization.yaml
 	$(KUBECTL) apply -k $(OVERLAY)
 
-# check (the tests), ship the committed source, wait for the rollout, then `prefect-push check` inside the new pod
-# (its Prefect URL, credential, APNs key and egress to Apple, as the pod sees them) and /push/health.
-# SKIP_TESTS=1 leaves out the tests.
+# `prefect-push check` with the configuration and image about to be applied, in a Job (deploy/k8s/check) beside the
+# running relay: the Deployment's Recreate stops the old pod before the new one starts, so a wrong PREFECT_API_URL, a
+# refused credential, an APNs key Apple rejects or a store the new release can't read is caught here, while the old
+# relay still runs. Polls the Job up to CHECK_JOB_SECONDS (its own deadline is 120 s), prints its log, and fails
+# unless it succeeded. Applies nothing else but the ConfigMap the Deployment will read and the volume claim.
+CHECK_OVERLAY := .build/k8s-check
+CHECK_JOB_SECONDS ?= 180
+.PHONY: check-job
+check-job:
+	@test -s .build/image.digest || { echo "no .build/image.digest: run make push first"; exit 1; }
+	mkdir -p $(CHECK_OVERLAY)
+	printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'namespace: $(NAMESPACE)' \
+	  'resources: [../../deploy/k8s]' 'components: [../../deploy/k8s/check]' 'images:' '- name: prefect-push' \
+	  '  newName: $(IMAGE)' "  digest: $$(cat .build/image.digest)" > $(CHECK_OVERLAY)/kustomization.yaml
+	@# A Job's pod template can't change: the last one goes first.
+	$(KUBECTL) delete job prefect-push-check --ignore-not-found --wait=true
+	$(KUBECTL) apply -k $(CHECK_OVERLAY)
+	@state=""; for i in $$(seq 1 $$(( $(CHECK_JOB_SECONDS) / 2 ))); do \
+	  state=$$($(KUBECTL) get job prefect-push-check -o jsonpath='{.status.succeeded}/{.status.failed}'); \
+	  case $$state in 1/*|*/1) break ;; esac; sleep 2; done; \
+	$(KUBECTL) logs job/prefect-push-check --tail=100 || true; \
+	case $$state in 1/*) echo "check Job passed" ;; \
+	  */1) echo "check Job failed: nothing else applied, the old relay still runs; fix what its failed lines name"; exit 1 ;; \
+	  *) echo "check Job unfinished after $(CHECK_JOB_SECONDS) s (pod not scheduled? $(KUBECTL) describe job prefect-push-check)"; exit 1 ;; esac
+
+# check (the tests), ship the committed source, check the new configuration in a Job before the rollout, wait for
+# the rollout, then `prefect-push check` inside the new pod (its Prefect URL, credential, APNs key and egress to
+# Apple, as the pod sees them) and $(BASE_PATH_K8S)/health. SKIP_TESTS=1 leaves out the tests. The rollout's bound
+# covers the pod's start, minReadySeconds (90) and the start-up bound of /health (HEALTH_STARTUP_SECONDS, 60).
+ROLLOUT_TIMEOUT ?= 330s
 deploy:
-	@echo "==> 1/6 the committed source only"
+	@echo "==> 1/7 the committed source only"
 	@git diff --quiet HEAD || { echo "uncommitted changes: deploy ships the committed source; commit first"; exit 1; }
-	@echo "==> 2/6 tests"
+	@echo "==> 2/7 tests"
 	$(if $(SKIP_TESTS),@echo "skipped (SKIP_TESTS)",$(MAKE) --no-print-directory test)
-	@echo "==> 3/6 build the image and push it to $(IMAGE):$(IMAGE_TAG)"
+	@echo "==> 3/7 build the image and push it to $(IMAGE):$(IMAGE_TAG)"
 	$(MAKE) --no-print-directory push
-	@echo "==> 4/6 apply deploy/k8s to namespace $(NAMESPACE), image pinned by digest"
+	@echo "==> 4/7 prefect-push check with the new image and configuration, beside the running relay"
+	$(MAKE) --no-print-directory check-job
+	@echo "==> 5/7 apply deploy/k8s to namespace $(NAMESPACE), image pinned by digest"
 	$(MAKE) --no-print-directory apply
-	@echo "==> 5/6 wait for the new pod, then check its configuration from inside it"
-	$(KUBECTL) rollout status deployment/prefect-push --timeout=120s
+	@echo "==> 6/7 wait for the new pod, then check its configuration from inside it"
+	$(KUBECTL) rollout status deployment/prefect-push --timeout=$(ROLLOUT_TIMEOUT)
 	$(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push check
-	@echo "==> 6/6 $(BASE_PATH_K8S)/health"
+	@echo "==> 7/7 $(BASE_PATH_K8S)/health"
 	$(MAKE) --no-print-directory health
 
 # Creates or updates the APNs Secret from the .p8 file, then restarts the relay to load it.
@@ -622,7 +652,7 @@ apns-key:
 	@# Before the first deploy there is no relay to restart yet: the Secret is what its pod will need to start.
 	@if $(KUBECTL) get deployment/prefect-push >/dev/null 2>&1; then \
 	  $(KUBECTL) rollout restart deployment/prefect-push && \
-	  $(KUBECTL) rollout status deployment/prefect-push --timeout=120s; fi
+	  $(KUBECTL) rollout status deployment/prefect-push --timeout=$(ROLLOUT_TIMEOUT); fi
 
 # The Deployment, its pod, volume claim and /push/health.
 status:
