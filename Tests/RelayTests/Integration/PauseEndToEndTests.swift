@@ -31,6 +31,7 @@ extension SharedPrefect {
             #expect(start.headers["apns-topic"] == "io.zzstoatzz.prefect.push-type.liveactivity")
             #expect(start.payload["aps"]?["event"] == "start")
             #expect(activityProps(start.payload)?["stateName"] == "Paused")
+            try expectStaleAtTheTimeout(start.payload, timeoutSeconds: 600)
 
             try e2e.registerActivity(runID: run)
             try e2e.resume(run, input: ["comment": "ship it"])
@@ -68,10 +69,15 @@ extension SharedPrefect {
             try e2e.startRelay()
             try e2e.registerDevice()
             let run = try e2e.runFlow("plain", timeout: 8)
-            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            try waitUntil("the alert and the start", timeout: 60) {
+                !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty && !e2e.pushes(to: EndToEnd.startToken, run: run).isEmpty
+            }
+            try expectStaleAtTheTimeout(e2e.pushes(to: EndToEnd.startToken, run: run)[0].payload, timeoutSeconds: 8)
             try e2e.registerActivity(runID: run)
             try waitUntil("the end push after the timeout", timeout: 60) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
-            #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Failed")
+            let end = e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload
+            #expect(activityProps(end)?["ended"] == "Failed")
+            #expect(end["aps"]?["dismissal-date"]?.int != nil && end["aps"]?["stale-date"] == nil)
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // a 8 s pause never gets a reminder
         }
 
@@ -270,4 +276,14 @@ extension SharedPrefect {
             await server.stop()
         }
     }
+}
+
+/// The start goes stale when the pause times out: `aps.stale-date` is the props' `timeoutAt`, and that is the
+/// pause's state timestamp plus the flow's `pause_timeout` (±5 s: Prefect computes the expiry on the flow's side).
+func expectStaleAtTheTimeout(_ start: JSONValue, timeoutSeconds: Int64) throws {
+    let props = try #require(activityProps(start))
+    let stale = try #require(start["aps"]?["stale-date"]?.int)
+    let since = try #require(props["waitingSince"]?.int)
+    #expect(props["timeoutAt"]?.int == stale)
+    #expect(abs(stale - (since + timeoutSeconds)) <= 5, "stale-date \(stale), waiting since \(since)")
 }
