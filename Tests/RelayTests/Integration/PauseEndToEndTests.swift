@@ -46,6 +46,19 @@ extension SharedPrefect {
             #expect(e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1)
             // Other tests' runs may wait on the shared server too, so look at this run's pause, not the total.
             #expect(try Store(path: e2e.directory + "/relay.db").waitingPause(runID: run) == nil)
+
+            // The wait histogram has this pause, resumed: a count of 1 on its own. A fresh relay's backfill can
+            // replay another test's pause and resume on the shared server, so the count is held to the relay's own
+            // pause.end lines, this run's among them.
+            let metrics = try pauseMetrics(e2e)
+            let resumed = try pauseEnds(e2e, outcome: "resumed")
+            #expect(resumed.contains { $0.contains("run=\(run) ") })
+            #expect(metrics.types["prefect_push_pause_wait_seconds"] == "histogram")
+            #expect(metrics.value("prefect_push_pause_wait_seconds_count", ["outcome": "resumed"]) == Double(resumed.count))
+            #expect(metrics.value("prefect_push_pause_wait_seconds_bucket", ["outcome": "resumed", "le": "+Inf"])
+                    == Double(resumed.count))
+            #expect((metrics.value("prefect_push_pause_wait_seconds_sum", ["outcome": "resumed"]) ?? -1) >= 0)
+            #expect(metrics.value("prefect_push_pauses_answered_after_reminder_total") == 0)
         }
 
         @Test func cancelEndsWithTheCancelledState() async throws {
@@ -78,6 +91,12 @@ extension SharedPrefect {
             let end = e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload
             #expect(activityProps(end)?["ended"] == "Failed")
             #expect(end["aps"]?["dismissal-date"]?.int != nil && end["aps"]?["stale-date"] == nil)
+            // Counted as timed out unanswered (held to the relay's own pause.end lines, as above).
+            let metrics = try pauseMetrics(e2e)
+            let timedOut = try pauseEnds(e2e, outcome: "timed_out")
+            #expect(timedOut.contains { $0.contains("run=\(run) ") })
+            #expect(metrics.value("prefect_push_pauses_timed_out_total") == Double(timedOut.count))
+            #expect(metrics.value("prefect_push_pause_wait_seconds_count", ["outcome": "timed_out"]) == Double(timedOut.count))
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // a 8 s pause never gets a reminder
         }
 
@@ -286,4 +305,24 @@ func expectStaleAtTheTimeout(_ start: JSONValue, timeoutSeconds: Int64) throws {
     let since = try #require(props["waitingSince"]?.int)
     #expect(props["timeoutAt"]?.int == stale)
     #expect(abs(stale - (since + timeoutSeconds)) <= 5, "stale-date \(stale), waiting since \(since)")
+}
+
+/// The relay's `/metrics` once the pause's end is counted there (the end push can reach the fake APNs before the
+/// relay's counters are read).
+func pauseMetrics(_ e2e: EndToEnd) throws -> Exposition {
+    let relay = try #require(e2e.relay)
+    var exposition = Exposition()
+    try waitUntil("the pause's end in /metrics", timeout: 10) {
+        let reply = try relay.http.request("GET", "/metrics", headers: ["Authorization": PrefectServer.authorization])
+        guard reply.status == 200 else { return false }
+        exposition = try Exposition(parsing: reply.body)
+        return (exposition.value("prefect_push_pauses_ended_total") ?? 0) >= 1
+    }
+    return exposition
+}
+
+/// The relay's `pause.end` log lines with `outcome`.
+func pauseEnds(_ e2e: EndToEnd, outcome: String) throws -> [Substring] {
+    try #require(e2e.relay).process.log.split(separator: "\n")
+        .filter { $0.contains("event=pause.end ") && $0.contains(" outcome=\(outcome) ") }
 }
