@@ -33,6 +33,17 @@ extension SharedPrefect {
             #expect(activityProps(start.payload)?["stateName"] == "Paused")
             try expectStaleAtTheTimeout(start.payload, timeoutSeconds: 600)
 
+            // `status` beside the running relay, on its store: the waiting run and what became of its pushes.
+            let status = try statusCommand(e2e, json: false)
+            #expect(status.code == 0, "\(status.out)")
+            #expect(status.out.contains("  run \(run) (nightly-deploy"), "\(status.out)")
+            #expect(status.out.contains("\n    phone: answered") || status.out.contains("\n    phone: pending"),
+                    "\(status.out)")
+            let statusJSON = try statusCommand(e2e, json: true)
+            #expect(statusJSON.code == 0)
+            let listed = try JSONParser.parse(statusJSON.out)["pauses"]?.array ?? []
+            #expect(listed.contains { $0["run_id"] == .string(run) && $0["devices"]?.array?.count == 1 })
+
             try e2e.registerActivity(runID: run)
             try e2e.resume(run, input: ["comment": "ship it"])
             try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
@@ -325,4 +336,13 @@ func pauseMetrics(_ e2e: EndToEnd) throws -> Exposition {
 func pauseEnds(_ e2e: EndToEnd, outcome: String) throws -> [Substring] {
     try #require(e2e.relay).process.log.split(separator: "\n")
         .filter { $0.contains("event=pause.end ") && $0.contains(" outcome=\(outcome) ") }
+}
+
+/// `prefect-push status` on the end-to-end relay's store, while that relay runs.
+func statusCommand(_ e2e: EndToEnd, json: Bool) throws -> (code: Int32?, out: String) {
+    let log = e2e.directory + "/status-\(json ? "json" : "text").log"
+    let process = try ChildProcess(RelayProcess.binary, json ? ["status", "--json"] : ["status"],
+                                   environment: ["DB_PATH": e2e.directory + "/relay.db"], logPath: log)
+    let code = process.waitForExit(timeout: 30)
+    return (code, (try? TestFiles.read(log)) ?? "")
 }
