@@ -33,8 +33,9 @@ package enum RelayMain {
         var text = """
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | backup FILE | --help | --version [--verbose]]
+            usage: prefect-push [check | status [--json] | backup FILE | --help | --version [--verbose]]
               \(Check.usage)
+              \(StatusCommand.usage)
               \(BackupCommand.usage)
               \(versionUsage)
             Configuration comes from the environment:
@@ -90,7 +91,7 @@ package enum RelayMain {
         exit(0)
     }
 
-    /// `--help`, `--version` and `check` run and exit here; no argument goes on to run the relay.
+    /// `--help`, `--version`, `check`, `status` and `backup` run and exit here; no argument goes on to run the relay.
     private static func handleCommand() async {
         switch CommandLine.arguments.dropFirst().first {
         case "--help", "-h", "help":
@@ -107,6 +108,8 @@ package enum RelayMain {
             exit(0)
         case "check":
             exit(await Check.run(environment: environment()))
+        case "status":
+            exit(StatusCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case "backup":
             exit(BackupCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case nil:

@@ -29,6 +29,14 @@ public struct Metrics: Sendable {
     public var apnsUnreachable = false
     /// The standard process metrics, when /proc could be read.
     public var process: ProcessSample?
+    /// Announced pauses that timed out with nobody answering (`PauseOutcome.timedOut`).
+    public private(set) var pausesTimedOut = 0
+    /// Announced pauses a person resumed after their reminder went out.
+    public private(set) var answeredAfterReminder = 0
+    /// Seconds each announced pause waited, from its PAUSED state to the state that ended it, by outcome. The
+    /// outcome is the only label: four values (`PauseOutcome`). No flow or run label: flow names are whatever the
+    /// watched server's users call their flows, unbounded, and the `pause.end` log line names the run instead.
+    public private(set) var pauseWaits: [PauseOutcome: Histogram] = [:]
     /// Pushes by kind ("alert", "liveactivity") and outcome ("200", "410 Unregistered", "failed timeout", …).
     public private(set) var pushes: [PushKey: Int] = [:]
     /// Seconds from the event's arrival to APNs' answer, per push.
@@ -51,6 +59,18 @@ public struct Metrics: Sendable {
         if let seconds { latency.observe(seconds) }
     }
 
+    /// A pause ended (`Watcher.Action.end`): its wait by outcome, and whether it timed out or was answered after
+    /// the reminder. Pauses recorded quietly (never announced: too old when first seen) waited on nobody we told,
+    /// so they are left out.
+    public mutating func recordPauseEnd(_ pause: PauseRecord) {
+        guard pause.announcedAt != nil else { return }
+        let outcome = PauseOutcome.of(pause)
+        pauseWaits[outcome, default: Histogram(bounds: PauseOutcome.waitBuckets)]
+            .observe(Double(PauseOutcome.waited(pause)))
+        if outcome == .timedOut { pausesTimedOut += 1 }
+        if PauseOutcome.answeredAfterReminder(pause) { answeredAfterReminder += 1 }
+    }
+
     public func render(devices: Int, waiting: Int, residentBytes: Int?) -> String {
         var out = Exposition()
         renderPauses(into: &out)
@@ -70,6 +90,23 @@ public struct Metrics: Sendable {
         out.metric("prefect_push_pauses_reminded_total", "counter", "Reminders sent before a pause times out.",
                    [("", String(reminded))])
         out.metric("prefect_push_pauses_ended_total", "counter", "Pauses whose run moved on.", [("", String(ended))])
+        renderPauseOutcomes(into: &out)
+    }
+
+    /// How announced pauses ended and how long they waited. Every outcome's series exists from the start, so a rate
+    /// or a ratio over them has data at once.
+    private func renderPauseOutcomes(into out: inout Exposition) {
+        let name = "prefect_push_pause_wait_seconds"
+        out.text += "# HELP \(name) Seconds an announced pause waited, from its Paused state to the state that ended "
+            + "it, by outcome (resumed, cancelled, timed_out, other).\n# TYPE \(name) histogram\n"
+        for outcome in PauseOutcome.allCases {
+            let waits = pauseWaits[outcome] ?? Histogram(bounds: PauseOutcome.waitBuckets)
+            out.text += waits.samples(name: name, labels: "outcome=\"\(outcome.rawValue)\"")
+        }
+        out.metric("prefect_push_pauses_timed_out_total", "counter",
+                   "Announced pauses that timed out with nobody answering.", [("", String(pausesTimedOut))])
+        out.metric("prefect_push_pauses_answered_after_reminder_total", "counter",
+                   "Announced pauses resumed after their reminder was sent.", [("", String(answeredAfterReminder))])
     }
 
     /// Pushes by outcome, their latency, retries, the outbox and APNs connections.
@@ -188,9 +225,19 @@ public struct Histogram: Sendable {
     }
 
     func render(name: String, help: String) -> String {
-        var out = "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
-        for (index, bound) in bounds.enumerated() { out += "\(name)_bucket{le=\"\(bound)\"} \(counts[index])\n" }
-        out += "\(name)_bucket{le=\"+Inf\"} \(total)\n\(name)_sum \(sum)\n\(name)_count \(total)\n"
+        "# HELP \(name) \(help)\n# TYPE \(name) histogram\n" + samples(name: name, labels: "")
+    }
+
+    /// The bucket, sum and count lines of one series; `labels` (e.g. `outcome="resumed"`) go before `le`.
+    func samples(name: String, labels: String) -> String {
+        let prefix = labels.isEmpty ? "" : labels + ","
+        let braced = labels.isEmpty ? "" : "{\(labels)}"
+        var out = ""
+        for (index, bound) in bounds.enumerated() {
+            out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(counts[index])\n"
+        }
+        out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(total)\n\(name)_sum\(braced) \(sum)\n"
+        out += "\(name)_count\(braced) \(total)\n"
         return out
     }
 }

@@ -127,13 +127,28 @@ extension PauseTracker {
                 start(PauseJob(.remind(minutesLeft: minutes), pause), receivedAt: receivedAt)
             case .end(let pause):
                 guard !skipped.contains(pause.stateID) else { continue }
-                tally.count { $0.ended += 1 }
-                Log.info("pause.end", ["run": pause.runID, "state": pause.stateID, "ended": pause.endedState ?? "?"])
+                tally.count {
+                    $0.ended += 1
+                    $0.recordPauseEnd(pause)
+                }
+                logEnd(pause)
                 start(PauseJob(.end, pause), receivedAt: receivedAt)
             case .fetchRun(let runID):
                 fetchRun(runID)
             }
         }
+    }
+
+    /// `pause.end`; for an announced pause also what the wait histogram counted (`Metrics.recordPauseEnd`).
+    private func logEnd(_ pause: PauseRecord) {
+        let ended = pause.endedState ?? "?"
+        guard pause.announcedAt != nil else {
+            Log.info("pause.end", ["run": pause.runID, "state": pause.stateID, "ended": ended])
+            return
+        }
+        Log.info("pause.end", ["run": pause.runID, "state": pause.stateID, "ended": ended,
+                               "outcome": PauseOutcome.of(pause).rawValue,
+                               "waited_s": String(PauseOutcome.waited(pause))])
     }
 
     /// One of the watcher's store writes, in order, now: whether it changed a row (false: the row was not there to

@@ -151,7 +151,7 @@ enum StoreCopy {
     }
 
     /// A read-only connection to an existing store; a missing file is an error, never created.
-    private static func openExisting(_ path: String) throws -> Database {
+    static func openExisting(_ path: String) throws -> Database {
         do {
             let db = try Database(path: path, readOnly: true)
             try db.execute("PRAGMA busy_timeout = \(busyTimeoutMs)")

@@ -60,18 +60,25 @@ public enum Payloads {
         var metadata = activityMetadata
         metadata.collapseID = stateID
         return fitted(props, metadata: metadata) { props in
-            [
-                "aps": [
-                    "event": "start",
-                    "timestamp": .int(now),
-                    "attributes-type": .string(attributesType),
-                    "attributes": ["url": .string(props.url)],
-                    "content-state": contentState(props),
-                    "alert": ["title": .string(props.title), "body": .string(props.body)],
-                    "input-push-token": 1,
-                ],
+            var aps: [String: JSONValue] = [
+                "event": "start",
+                "timestamp": .int(now),
+                "attributes-type": .string(attributesType),
+                "attributes": ["url": .string(props.url)],
+                "content-state": contentState(props),
+                "alert": ["title": .string(props.title), "body": .string(props.body)],
+                "input-push-token": 1,
             ]
+            aps["stale-date"] = staleDate(props)
+            return ["aps": .object(aps)]
         }
+    }
+
+    /// `aps.stale-date` for a start or update: the pause's timeout, so the phone shows the activity as stale once
+    /// nobody can answer any more, even when the end push never reaches it (offline then). Nil (the key omitted)
+    /// for a suspend without a timeout. The end carries `dismissal-date` instead.
+    static func staleDate(_ props: WaitingProps) -> JSONValue? {
+        props.timeoutAt.map { .int($0) }
     }
 
     /// Ends the activity, to its own push token: the same props with `ended` = the new state's name,
@@ -97,7 +104,10 @@ public enum Payloads {
         var metadata = activityMetadata
         metadata.priority = 5
         return fitted(props, metadata: metadata) { props in
-            ["aps": ["event": "update", "timestamp": .int(now), "content-state": contentState(props)]]
+            var aps: [String: JSONValue] = ["event": "update", "timestamp": .int(now),
+                                            "content-state": contentState(props)]
+            aps["stale-date"] = staleDate(props)
+            return ["aps": .object(aps)]
         }
     }
 

@@ -53,6 +53,30 @@ import Testing
         #expect(!start.json.contains("null"))
     }
 
+    /// Start and update go stale at the pause's timeout; the end is dismissed instead; no timeout, no stale-date.
+    @Test func staleDateIsTheTimeout() throws {
+        let props = ContextFixtures.props(ContextFixtures.oneField())
+        let timeout = try #require(props.timeoutAt)
+        let start = Payloads.liveActivityStart(props, stateID: "state-9", now: Self.now)
+        let update = Payloads.liveActivityUpdate(props, now: Self.now)
+        let end = Payloads.liveActivityEnd(props, endedState: "Running", now: Self.now)
+        #expect(start.payload["aps"]?["stale-date"] == .int(timeout))
+        #expect(update.payload["aps"]?["stale-date"] == .int(timeout))
+        #expect(end.payload["aps"]?["stale-date"] == nil)
+        #expect(end.payload["aps"]?["dismissal-date"] == .int(Self.now + Payloads.dismissalDelay))
+        var open = props
+        open.timeoutAt = nil
+        for push in [Payloads.liveActivityStart(open, stateID: "s", now: Self.now),
+                     Payloads.liveActivityUpdate(open, now: Self.now)] {
+            #expect(push.payload["aps"]?["stale-date"] == nil)
+            #expect(!push.json.contains("stale-date"))
+        }
+        // a cut payload keeps its stale-date (it is data, never cut)
+        let long = Payloads.liveActivityStart(Self.props(body: String(repeating: "b", count: 5000)), stateID: "s",
+                                              now: Self.now)
+        #expect(long.payload["aps"]?["stale-date"] == .int(2))
+    }
+
     // MARK: - Metadata
 
     @Test func metadata() {

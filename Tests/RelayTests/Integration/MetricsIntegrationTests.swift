@@ -55,7 +55,9 @@ import Testing
                      "prefect_push_prefect_connections_opened_total", "prefect_push_prefect_reads_stalled_total",
                      "prefect_push_prefect_reads_abandoned_total", "prefect_push_prefect_reads_in_flight",
                      "prefect_push_socket_reconnects_total", "prefect_push_subscribed", "prefect_push_devices",
-                     "prefect_push_waiting", "prefect_push_resident_memory_bytes", "prefect_push_build_info"] {
+                     "prefect_push_waiting", "prefect_push_resident_memory_bytes", "prefect_push_build_info",
+                     "prefect_push_pause_wait_seconds", "prefect_push_pauses_timed_out_total",
+                     "prefect_push_pauses_answered_after_reminder_total"] {
             #expect(exposition.types[name] != nil, "no # TYPE for \(name)")
             #expect(exposition.help[name]?.isEmpty == false, "no # HELP for \(name)")
         }
@@ -66,6 +68,14 @@ import Testing
         #expect(exposition.value("prefect_push_events_received_total") == 2)  // Paused, Running
         #expect(exposition.value("prefect_push_pauses_announced_total") == 1)
         #expect(exposition.value("prefect_push_pauses_reminded_total") == 0)
+        // The pause ended Running: resumed, the only outcome with a count.
+        #expect(exposition.types["prefect_push_pause_wait_seconds"] == "histogram")
+        for outcome in PauseOutcome.allCases {
+            #expect(exposition.value("prefect_push_pause_wait_seconds_count", ["outcome": outcome.rawValue])
+                    == (outcome == .resumed ? 1 : 0), "\(outcome)")
+        }
+        #expect(exposition.value("prefect_push_pauses_timed_out_total") == 0)
+        #expect(exposition.value("prefect_push_pauses_answered_after_reminder_total") == 0)
         #expect(exposition.value("prefect_push_pushes_total", ["kind": "alert", "status": "200", "reason": ""]) == 1)
         #expect(exposition.value("prefect_push_pushes_total", ["kind": "alert", "status": "410", "reason": "Unregistered"]) == 1)
         #expect(exposition.value("prefect_push_apns_connections_opened_total") == 1)

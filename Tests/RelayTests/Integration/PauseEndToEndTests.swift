@@ -31,6 +31,18 @@ extension SharedPrefect {
             #expect(start.headers["apns-topic"] == "io.zzstoatzz.prefect.push-type.liveactivity")
             #expect(start.payload["aps"]?["event"] == "start")
             #expect(activityProps(start.payload)?["stateName"] == "Paused")
+            try expectStaleAtTheTimeout(start.payload, timeoutSeconds: 600)
+
+            // `status` beside the running relay, on its store: the waiting run and what became of its pushes.
+            let status = try statusCommand(e2e, json: false)
+            #expect(status.code == 0, "\(status.out)")
+            #expect(status.out.contains("  run \(run) (nightly-deploy"), "\(status.out)")
+            #expect(status.out.contains("\n    phone: answered") || status.out.contains("\n    phone: pending"),
+                    "\(status.out)")
+            let statusJSON = try statusCommand(e2e, json: true)
+            #expect(statusJSON.code == 0)
+            let listed = try JSONParser.parse(statusJSON.out)["pauses"]?.array ?? []
+            #expect(listed.contains { $0["run_id"] == .string(run) && $0["devices"]?.array?.count == 1 })
 
             try e2e.registerActivity(runID: run)
             try e2e.resume(run, input: ["comment": "ship it"])
@@ -45,6 +57,19 @@ extension SharedPrefect {
             #expect(e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1)
             // Other tests' runs may wait on the shared server too, so look at this run's pause, not the total.
             #expect(try Store(path: e2e.directory + "/relay.db").waitingPause(runID: run) == nil)
+
+            // The wait histogram has this pause, resumed: a count of 1 on its own. A fresh relay's backfill can
+            // replay another test's pause and resume on the shared server, so the count is held to the relay's own
+            // pause.end lines, this run's among them.
+            let metrics = try pauseMetrics(e2e)
+            let resumed = try pauseEnds(e2e, outcome: "resumed")
+            #expect(resumed.contains { $0.contains("run=\(run) ") })
+            #expect(metrics.types["prefect_push_pause_wait_seconds"] == "histogram")
+            #expect(metrics.value("prefect_push_pause_wait_seconds_count", ["outcome": "resumed"]) == Double(resumed.count))
+            #expect(metrics.value("prefect_push_pause_wait_seconds_bucket", ["outcome": "resumed", "le": "+Inf"])
+                    == Double(resumed.count))
+            #expect((metrics.value("prefect_push_pause_wait_seconds_sum", ["outcome": "resumed"]) ?? -1) >= 0)
+            #expect(metrics.value("prefect_push_pauses_answered_after_reminder_total") == 0)
         }
 
         @Test func cancelEndsWithTheCancelledState() async throws {
@@ -68,10 +93,21 @@ extension SharedPrefect {
             try e2e.startRelay()
             try e2e.registerDevice()
             let run = try e2e.runFlow("plain", timeout: 8)
-            try waitUntil("the alert", timeout: 60) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
+            try waitUntil("the alert and the start", timeout: 60) {
+                !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty && !e2e.pushes(to: EndToEnd.startToken, run: run).isEmpty
+            }
+            try expectStaleAtTheTimeout(e2e.pushes(to: EndToEnd.startToken, run: run)[0].payload, timeoutSeconds: 8)
             try e2e.registerActivity(runID: run)
             try waitUntil("the end push after the timeout", timeout: 60) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
-            #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Failed")
+            let end = e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload
+            #expect(activityProps(end)?["ended"] == "Failed")
+            #expect(end["aps"]?["dismissal-date"]?.int != nil && end["aps"]?["stale-date"] == nil)
+            // Counted as timed out unanswered (held to the relay's own pause.end lines, as above).
+            let metrics = try pauseMetrics(e2e)
+            let timedOut = try pauseEnds(e2e, outcome: "timed_out")
+            #expect(timedOut.contains { $0.contains("run=\(run) ") })
+            #expect(metrics.value("prefect_push_pauses_timed_out_total") == Double(timedOut.count))
+            #expect(metrics.value("prefect_push_pause_wait_seconds_count", ["outcome": "timed_out"]) == Double(timedOut.count))
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)  // a 8 s pause never gets a reminder
         }
 
@@ -270,4 +306,43 @@ extension SharedPrefect {
             await server.stop()
         }
     }
+}
+
+/// The start goes stale when the pause times out: `aps.stale-date` is the props' `timeoutAt`, and that is the
+/// pause's state timestamp plus the flow's `pause_timeout` (±5 s: Prefect computes the expiry on the flow's side).
+func expectStaleAtTheTimeout(_ start: JSONValue, timeoutSeconds: Int64) throws {
+    let props = try #require(activityProps(start))
+    let stale = try #require(start["aps"]?["stale-date"]?.int)
+    let since = try #require(props["waitingSince"]?.int)
+    #expect(props["timeoutAt"]?.int == stale)
+    #expect(abs(stale - (since + timeoutSeconds)) <= 5, "stale-date \(stale), waiting since \(since)")
+}
+
+/// The relay's `/metrics` once the pause's end is counted there (the end push can reach the fake APNs before the
+/// relay's counters are read).
+func pauseMetrics(_ e2e: EndToEnd) throws -> Exposition {
+    let relay = try #require(e2e.relay)
+    var exposition = Exposition()
+    try waitUntil("the pause's end in /metrics", timeout: 10) {
+        let reply = try relay.http.request("GET", "/metrics", headers: ["Authorization": PrefectServer.authorization])
+        guard reply.status == 200 else { return false }
+        exposition = try Exposition(parsing: reply.body)
+        return (exposition.value("prefect_push_pauses_ended_total") ?? 0) >= 1
+    }
+    return exposition
+}
+
+/// The relay's `pause.end` log lines with `outcome`.
+func pauseEnds(_ e2e: EndToEnd, outcome: String) throws -> [Substring] {
+    try #require(e2e.relay).process.log.split(separator: "\n")
+        .filter { $0.contains("event=pause.end ") && $0.contains(" outcome=\(outcome) ") }
+}
+
+/// `prefect-push status` on the end-to-end relay's store, while that relay runs.
+func statusCommand(_ e2e: EndToEnd, json: Bool) throws -> (code: Int32?, out: String) {
+    let log = e2e.directory + "/status-\(json ? "json" : "text").log"
+    let process = try ChildProcess(RelayProcess.binary, json ? ["status", "--json"] : ["status"],
+                                   environment: ["DB_PATH": e2e.directory + "/relay.db"], logPath: log)
+    let code = process.waitForExit(timeout: 30)
+    return (code, (try? TestFiles.read(log)) ?? "")
 }

@@ -1,0 +1,122 @@
+/// `prefect-push status` output: lines for a person, or one JSON object for scripts (`--json`). `now` is unix
+/// seconds; `path` the store's path as given.
+extension StoreStatus {
+    // MARK: - Text
+
+    public func text(path: String, now: Double) -> String {
+        var out = "store: \(path), schema \(schemaVersion)\n"
+        out += "waiting pauses: \(pauses.count)\n"
+        for pause in pauses {
+            out += "  " + pauseLine(pause, now: now) + "\n"
+            for device in devices {
+                out += "    \(device.id): " + outcomeText(outcome(of: pause.record, for: device), device: device,
+                                                        now: now) + "\n"
+            }
+        }
+        out += "devices: \(devices.count)\n"
+        for device in devices {
+            let pendingCount = pending.filter { $0.deviceID == device.id }.count
+            out += "  \(device.id): token \(Self.short(device.token)), \(device.environment.rawValue), server "
+                + "\(device.serverID), start token \(device.startToken.map(Self.short) ?? "none"), last registered "
+                + "\(Self.ago(Double(device.updatedAt), now: now)), \(pendingCount) pushes pending\n"
+        }
+        out += "outbox: \(pending.count) pending"
+        if let oldest = oldestPendingMs { out += ", oldest stored \(Self.ago(Double(oldest) / 1000, now: now))" }
+        return out + "\n"
+    }
+
+    private func pauseLine(_ pause: Pause, now: Double) -> String {
+        let p = pause.record
+        var line = "run \(p.runID)"
+        let names = [pause.flowName, pause.runName].filter { !$0.isEmpty }
+        if !names.isEmpty { line += " (\(names.joined(separator: " / ")))" }
+        line += ", \(p.stateName) since \(Timestamp.format(Double(p.pausedAt))) "
+            + "(\(Self.duration(now - Double(p.pausedAt))))"
+        if let timeout = p.timeoutAt {
+            let left = Double(timeout) - now
+            line += left > 0 ? ", times out in \(Self.duration(left))" : ", timed out \(Self.duration(-left)) ago"
+        } else {
+            line += ", no timeout"
+        }
+        line += p.announcedAt == nil ? ", not announced" : ", announced"
+        if p.remindedAt != nil { line += ", reminded" }
+        return line + ", state \(p.stateID)"
+    }
+
+    private func outcomeText(_ outcome: Outcome, device: Device, now: Double) -> String {
+        switch outcome {
+        case .notAnnounced: return "nothing sent (the pause was over 15 minutes old when first seen)"
+        case .registeredLater: return "nothing sent (registered after the announce)"
+        case .answered:
+            return "answered: delivered, or dropped with APNs' reason in the log (apns.not_sent device="
+                + "\(Self.short(device.token)))"
+        case .pending(let pushes):
+            return "pending: " + pushes.map { push in
+                let due = Double(push.dueMs) / 1000 - now
+                return "\(push.purpose) after \(push.attempts) attempts, "
+                    + (due > 0 ? "next try in \(Self.duration(due))" : "due now")
+            }.joined(separator: "; ")
+        }
+    }
+
+    // MARK: - JSON
+
+    public func json(path: String, now: Double) -> JSONValue {
+        var outbox: [String: JSONValue] = ["pending": .int(Int64(pending.count))]
+        if let oldest = oldestPendingMs { outbox["oldest_stored_ms"] = .int(oldest) }
+        return [
+            "store": .string(path), "schema": .int(Int64(schemaVersion)), "now": .int(Int64(now)),
+            "pauses": .array(pauses.map { pauseJSON($0, now: now) }),
+            "devices": .array(devices.map(deviceJSON)),
+            "outbox": .object(outbox),
+        ]
+    }
+
+    private func pauseJSON(_ pause: Pause, now: Double) -> JSONValue {
+        let p = pause.record
+        var object: [String: JSONValue] = [
+            "run_id": .string(p.runID), "state_id": .string(p.stateID), "state_name": .string(p.stateName),
+            "flow_name": .string(pause.flowName), "run_name": .string(pause.runName), "paused_at": .int(p.pausedAt),
+            "waiting_s": .int(max(0, Int64(now) - p.pausedAt)),
+        ]
+        if let timeout = p.timeoutAt { object["timeout_at"] = .int(timeout) }
+        if let announced = p.announcedAt { object["announced_at"] = .int(announced) }
+        if let reminded = p.remindedAt { object["reminded_at"] = .int(reminded) }
+        object["devices"] = .array(devices.map { device in
+            let outcome = outcome(of: p, for: device)
+            var entry: [String: JSONValue] = ["device": .string(device.id), "outcome": .string(outcome.label)]
+            if case .pending(let pushes) = outcome {
+                entry["pending"] = .array(pushes.map {
+                    ["purpose": .string($0.purpose), "attempts": .int(Int64($0.attempts)),
+                     "next_try_ms": .int($0.dueMs)]
+                })
+            }
+            return .object(entry)
+        })
+        return .object(object)
+    }
+
+    private func deviceJSON(_ device: Device) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .string(device.id), "token": .string(Self.short(device.token)),
+            "environment": .string(device.environment.rawValue), "server_id": .string(device.serverID),
+            "created_at": .int(device.createdAt), "updated_at": .int(device.updatedAt),
+            "pending": .int(Int64(pending.filter { $0.deviceID == device.id }.count)),
+        ]
+        if let start = device.startToken { object["start_token"] = .string(Self.short(start)) }
+        return .object(object)
+    }
+
+    // MARK: - Durations
+
+    /// `42s`, `3m 12s`, `2h 5m`, `3d 4h`.
+    public static func duration(_ seconds: Double) -> String {
+        let s = max(0, Int64(seconds.rounded(.down)))
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return "\(s / 60)m \(s % 60)s" }
+        if s < 86_400 { return "\(s / 3600)h \((s % 3600) / 60)m" }
+        return "\(s / 86_400)d \((s % 86_400) / 3600)h"
+    }
+
+    static func ago(_ time: Double, now: Double) -> String { duration(now - time) + " ago" }
+}
