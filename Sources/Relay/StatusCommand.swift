@@ -3,7 +3,8 @@ import Glibc
 import RelayCore
 
 /// `prefect-push status [--json]`: what the store at `DB_PATH` says now (`StoreStatus`): the waiting pauses and, per
-/// device, whether their pushes are pending (with attempts and next try) or answered; the devices; the outbox.
+/// device, whether each of their pushes is pending (attempts, next try, last answer), delivered (when) or dropped
+/// (APNs' reason); the devices; the outbox.
 ///
 /// Safe while the relay runs: the store is opened read-only (`StoreCopy.openExisting`, never created or migrated),
 /// and everything is read in one deferred read transaction, so the relay's writes go on (WAL) and the report is one
@@ -88,10 +89,33 @@ enum StatusCommand {
             StoreStatus.Pending(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
                                 attempts: Int(row.int64(3)), dueMs: row.int64(4))
         }
+        let answers = try db.prepare("""
+            SELECT state_id, device_id, purpose, status, reason, answered_ms FROM push_answers
+            WHERE state_id IN (SELECT state_id FROM pauses WHERE ended_at IS NULL) ORDER BY answered_ms
+            """).query { row in
+            PushAnswer(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
+                       status: Int(row.int64(3)), reason: row.string(4), answeredMs: row.int64(5))
+        }
+        // SQLite takes a bare column's value from the row max() chose.
+        var history: [String: StoreStatus.DeviceHistory] = [:]
+        for (id, delivered) in try db.prepare("""
+            SELECT device_id, max(answered_ms) FROM push_answers WHERE status = 200 GROUP BY device_id
+            """).query(row: { ($0.string(0), $0.int64(1)) }) {
+            history[id, default: .init()].lastDeliveryMs = delivered
+        }
+        for refusal in try db.prepare("""
+            SELECT state_id, device_id, purpose, status, reason, max(answered_ms) FROM push_answers
+            WHERE status != 200 GROUP BY device_id
+            """).query(row: { row in
+                PushAnswer(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
+                           status: Int(row.int64(3)), reason: row.string(4), answeredMs: row.int64(5))
+            }) {
+            history[refusal.deviceID, default: .init()].lastRefusal = refusal
+        }
         let oldest = try db.prepare("""
             SELECT min(m.created_ms) FROM outbox o JOIN outbox_messages m ON m.id = o.message_id
             """).query { $0.optionalInt64(0) }.first ?? nil
         return StoreStatus(schemaVersion: version, pauses: pauses, devices: devices, pending: pending,
-                           oldestPendingMs: oldest)
+                           answers: answers, history: history, oldestPendingMs: oldest)
     }
 }

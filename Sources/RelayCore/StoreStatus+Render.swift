@@ -18,7 +18,12 @@ extension StoreStatus {
             let pendingCount = pending.filter { $0.deviceID == device.id }.count
             out += "  \(device.id): token \(Self.short(device.token)), \(device.environment.rawValue), server "
                 + "\(device.serverID), start token \(device.startToken.map(Self.short) ?? "none"), last registered "
-                + "\(Self.ago(Double(device.updatedAt), now: now)), \(pendingCount) pushes pending\n"
+                + "\(Self.ago(Double(device.updatedAt), now: now)), \(pendingCount) pushes pending, last delivery "
+                + (lastDelivery(to: device).map { Self.ago(Double($0) / 1000, now: now) } ?? "none kept")
+            if let refusal = lastRefusal(of: device) {
+                out += ", last refusal \(Self.answerText(refusal)) \(Self.ago(refusal.seconds, now: now))"
+            }
+            out += "\n"
         }
         out += "outbox: \(pending.count) pending"
         if let oldest = oldestPendingMs { out += ", oldest stored \(Self.ago(Double(oldest) / 1000, now: now))" }
@@ -47,17 +52,27 @@ extension StoreStatus {
         switch outcome {
         case .notAnnounced: return "nothing sent (the pause was over 15 minutes old when first seen)"
         case .registeredLater: return "nothing sent (registered after the announce)"
-        case .answered:
-            return "answered: delivered, or dropped with APNs' reason in the log (apns.not_sent device="
-                + "\(Self.short(device.token)))"
-        case .pending(let pushes):
-            return "pending: " + pushes.map { push in
-                let due = Double(push.dueMs) / 1000 - now
-                return "\(push.purpose) after \(push.attempts) attempts, "
-                    + (due > 0 ? "next try in \(Self.duration(due))" : "due now")
-            }.joined(separator: "; ")
+        case .answered: return "answered (before this version kept APNs' answers: see the apns.* log lines)"
+        case .pushes(let fates): return fates.map { fateText($0, now: now) }.joined(separator: "; ")
         }
     }
+
+    private func fateText(_ fate: Fate, now: Double) -> String {
+        switch fate {
+        case .pending(let push, let last):
+            let due = Double(push.dueMs) / 1000 - now
+            var text = "\(push.purpose) pending after \(push.attempts) attempts"
+            if let last { text += " (last answer \(Self.answerText(last)) \(Self.ago(last.seconds, now: now)))" }
+            return text + ", " + (due > 0 ? "next try in \(Self.duration(due))" : "due now")
+        case .delivered(let answer):
+            return "\(answer.purpose) delivered \(Self.ago(answer.seconds, now: now))"
+        case .dropped(let answer):
+            return "\(answer.purpose) dropped \(Self.ago(answer.seconds, now: now)): \(Self.answerText(answer))"
+        }
+    }
+
+    /// `410 Unregistered`, `0 timeout`, `0 expired`.
+    private static func answerText(_ answer: PushAnswer) -> String { "\(answer.status) \(answer.reason)" }
 
     // MARK: - JSON
 
@@ -85,14 +100,28 @@ extension StoreStatus {
         object["devices"] = .array(devices.map { device in
             let outcome = outcome(of: p, for: device)
             var entry: [String: JSONValue] = ["device": .string(device.id), "outcome": .string(outcome.label)]
-            if case .pending(let pushes) = outcome {
-                entry["pending"] = .array(pushes.map {
-                    ["purpose": .string($0.purpose), "attempts": .int(Int64($0.attempts)),
-                     "next_try_ms": .int($0.dueMs)]
-                })
-            }
+            if case .pushes(let fates) = outcome { entry["pushes"] = .array(fates.map(Self.fateJSON)) }
             return .object(entry)
         })
+        return .object(object)
+    }
+
+    private static func fateJSON(_ fate: Fate) -> JSONValue {
+        var object: [String: JSONValue] = ["purpose": .string(fate.purpose), "outcome": .string(fate.label)]
+        let answer: PushAnswer?
+        switch fate {
+        case .pending(let push, let last):
+            object["attempts"] = .int(Int64(push.attempts))
+            object["next_try_ms"] = .int(push.dueMs)
+            answer = last
+        case .delivered(let kept), .dropped(let kept):
+            answer = kept
+        }
+        if let answer {
+            object["status"] = .int(Int64(answer.status))
+            object["reason"] = .string(answer.reason)
+            object["answered_ms"] = .int(answer.answeredMs)
+        }
         return .object(object)
     }
 
@@ -104,6 +133,11 @@ extension StoreStatus {
             "pending": .int(Int64(pending.filter { $0.deviceID == device.id }.count)),
         ]
         if let start = device.startToken { object["start_token"] = .string(Self.short(start)) }
+        if let delivered = lastDelivery(to: device) { object["last_delivery_ms"] = .int(delivered) }
+        if let refusal = lastRefusal(of: device) {
+            object["last_refusal"] = ["status": .int(Int64(refusal.status)), "reason": .string(refusal.reason),
+                                      "answered_ms": .int(refusal.answeredMs)]
+        }
         return .object(object)
     }
 

@@ -1,4 +1,7 @@
 import COpenSSL
+// CShims too: the socket constants (SOCK_STREAM, IPPROTO_TCP) come from headers libwebsockets.h also includes, and
+// which module a batch of files finds them in varies (a build once failed with them "not in scope" under Glibc alone).
+import CShims
 import Glibc
 import RelayCore
 

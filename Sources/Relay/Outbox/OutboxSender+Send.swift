@@ -67,6 +67,9 @@ extension OutboxSender {
                                       "attempts": String(item.attempts + 1)])
         }
         settling.append((item.id, verdict))
+        answersKept.append(PushAnswer(stateID: item.stateID, deviceID: item.device.id,
+                                      purpose: item.purpose.rawValue, status: delivery.outcome.status,
+                                      reason: delivery.outcome.label, answeredMs: Int64(SystemClock.unixNow() * 1000)))
         if settling.count >= OutboxSender.settleBatch { flushSettled() }
     }
 
@@ -74,14 +77,16 @@ extension OutboxSender {
     /// pushes stay marked as being sent) until the next flush: nothing is sent twice meanwhile.
     func flushSettled() {
         guard !settling.isEmpty else { return }
-        let answers = settling
-        guard ledger.inOrder({ $0.attempt("settle", wrote: true) { try $0.settle(answers) } }) != nil else { return }
+        let (results, kept) = (settling, answersKept)
+        guard ledger.inOrder({ $0.attempt("settle", wrote: true) { try $0.settle(results, answers: kept) } }) != nil
+        else { return }
         for (id, verdict) in settling {
             sending.remove(id)
             // Only now is the row rescheduled in the store, so only now may the drain count on it.
             if case .retry(let at) = verdict { nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000)) }
         }
         settling.removeAll(keepingCapacity: true)
+        answersKept.removeAll(keepingCapacity: true)
     }
 
     /// Sends the stored pushes that are due and not already under way, at most a fan-out window at a time.
@@ -119,7 +124,8 @@ extension OutboxSender {
     func prune() {
         lastPrune = now()
         let time = Int64(now())
-        let expired = ledger.inOrder { $0.attempt("prune_outbox") { try $0.pruneOutbox(now: time) } }
+        let wallMs = Int64(SystemClock.unixNow() * 1000)
+        let expired = ledger.inOrder { $0.attempt("prune_outbox") { try $0.pruneOutbox(now: time, wallMs: wallMs) } }
         if let expired, expired > 0 { Log.warn("outbox.expired", ["pushes": String(expired)]) }
     }
 

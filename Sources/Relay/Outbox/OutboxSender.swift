@@ -34,6 +34,8 @@ actor OutboxSender {
     /// stored push is due (unix ms; nil: nothing stored).
     var sending: Set<Int64> = []
     var settling: [(id: Int64, verdict: OutboxVerdict)] = []
+    /// APNs' answers to keep for `prefect-push status`, written with `settling`.
+    var answersKept: [PushAnswer] = []
     /// A flush of `settling` is due within `settleDelay` (`flushSoon`).
     var settleTimerArmed = false
     var nextDueMs: Int64?

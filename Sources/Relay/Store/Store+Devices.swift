@@ -51,10 +51,17 @@ extension Store {
         try count("SELECT count(*) FROM devices")
     }
 
-    /// Unregisters a phone and (by cascade) its activity tokens. False if the id is unknown.
+    /// Unregisters a phone, (by cascade) its activity tokens and pending pushes, and the answers kept for it. False
+    /// if the id is unknown.
     @discardableResult
     func deleteDevice(id: String) throws -> Bool {
-        try write("DELETE FROM devices WHERE id = ?1", [.text(id)]) > 0
+        let device = try statement("DELETE FROM devices WHERE id = ?1")
+        let answers = try statement("DELETE FROM push_answers WHERE device_id = ?1")
+        return try database.transaction {
+            guard try device.execute([.text(id)]) > 0 else { return false }
+            try answers.execute([.text(id)])
+            return true
+        }
     }
 
     /// Forgets a phone's push-to-start token (APNs said it is dead) but keeps the phone. False if unknown.

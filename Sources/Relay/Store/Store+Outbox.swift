@@ -79,13 +79,20 @@ extension Store {
     }
 
     /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled, and a
-    /// message whose last row went goes with it (its body is only read to send its rows).
-    func settle(_ results: [(id: Int64, verdict: OutboxVerdict)]) throws {
-        guard !results.isEmpty else { return }
+    /// message whose last row went goes with it (its body is only read to send its rows). `answers` are kept for
+    /// `prefect-push status` in the same transaction.
+    func settle(_ results: [(id: Int64, verdict: OutboxVerdict)], answers: [PushAnswer] = []) throws {
+        guard !results.isEmpty || !answers.isEmpty else { return }
         let delete = try statement("DELETE FROM outbox WHERE id = ?1 RETURNING message_id")
         let reschedule = try statement("UPDATE outbox SET attempts = attempts + 1, due_ms = ?2 WHERE id = ?1")
         let deleteMessage = try statement("""
             DELETE FROM outbox_messages WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = ?1)
+            """)
+        let keep = try statement("""
+            INSERT INTO push_answers (state_id, device_id, purpose, status, reason, answered_ms)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            ON CONFLICT (state_id, device_id, purpose) DO UPDATE
+            SET status = excluded.status, reason = excluded.reason, answered_ms = excluded.answered_ms
             """)
         try database.transaction {
             var messages: Set<Int64> = []
@@ -96,14 +103,27 @@ extension Store {
                 }
             }
             for message in messages { try deleteMessage.execute([.integer(message)]) }
+            for a in answers {
+                try keep.execute([.text(a.stateID), .text(a.deviceID), .text(a.purpose), .integer(Int64(a.status)),
+                                  .text(a.reason), .integer(a.answeredMs)])
+            }
         }
     }
 
     /// Drops what is no longer worth sending: pushes past their expiry, and message rows nothing points at.
     /// Returns how many pushes were dropped unsent.
     @discardableResult
-    func pruneOutbox(now: Int64) throws -> Int {
+    func pruneOutbox(now: Int64, wallMs: Int64 = 0) throws -> Int {
         try database.transaction {
+            // What status shows for them: dropped unsent at their expiry. (`WHERE true`: SQLite's upsert after a
+            // SELECT needs a WHERE to parse.)
+            try statement("""
+                INSERT INTO push_answers (state_id, device_id, purpose, status, reason, answered_ms)
+                SELECT m.state_id, o.device_id, m.purpose, 0, ?2, ?3
+                FROM outbox o JOIN outbox_messages m ON m.id = o.message_id WHERE m.expires_at <= ?1 AND true
+                ON CONFLICT (state_id, device_id, purpose) DO UPDATE
+                SET status = excluded.status, reason = excluded.reason, answered_ms = excluded.answered_ms
+                """).execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs)])
             let expired = try statement("""
                 DELETE FROM outbox WHERE message_id IN (SELECT id FROM outbox_messages WHERE expires_at <= ?1)
                 """).execute([.integer(now)])

@@ -82,10 +82,20 @@ extension Store {
         try read("SELECT \(Store.pauseColumns) FROM pauses ORDER BY paused_at, state_id", row: Store.pause(from:))
     }
 
-    /// Deletes pauses that ended before `cutoff` (the caller passes now minus a day). Returns how many.
+    /// Deletes pauses that ended before `cutoff` (the caller passes now minus a day), with the answers kept for
+    /// them and for devices no longer registered. Returns how many pauses.
     @discardableResult
     func prunePauses(endedBefore cutoff: Int64) throws -> Int {
-        try write("DELETE FROM pauses WHERE ended_at IS NOT NULL AND ended_at < ?1", [.integer(cutoff)])
+        let pauses = try statement("DELETE FROM pauses WHERE ended_at IS NOT NULL AND ended_at < ?1")
+        let answers = try statement("""
+            DELETE FROM push_answers WHERE NOT EXISTS (SELECT 1 FROM pauses p WHERE p.state_id = push_answers.state_id)
+                OR NOT EXISTS (SELECT 1 FROM devices d WHERE d.id = push_answers.device_id)
+            """)
+        return try database.transaction {
+            let pruned = try pauses.execute([.integer(cutoff)])
+            try answers.execute([])
+            return pruned
+        }
     }
 
     // MARK: - Rows

@@ -34,15 +34,24 @@ extension SharedPrefect {
             try expectStaleAtTheTimeout(start.payload, timeoutSeconds: 600)
 
             // `status` beside the running relay, on its store: the waiting run and what became of its pushes.
-            let status = try statusCommand(e2e, json: false)
+            // The answers are written a few ms after they arrive (a settle batch), so wait for them.
+            var status: (code: Int32?, out: String) = (nil, "")
+            try waitUntil("status to show the alert and the start delivered", timeout: 10) {
+                status = try statusCommand(e2e, json: false)
+                return status.out.contains("\n    phone: alert delivered ") && status.out.contains("; start delivered ")
+            }
             #expect(status.code == 0, "\(status.out)")
             #expect(status.out.contains("  run \(run) (nightly-deploy"), "\(status.out)")
-            #expect(status.out.contains("\n    phone: answered") || status.out.contains("\n    phone: pending"),
-                    "\(status.out)")
+            #expect(status.out.contains("  phone: token "), "\(status.out)")
+            #expect(!status.out.contains("last delivery none kept"), "\(status.out)")
             let statusJSON = try statusCommand(e2e, json: true)
             #expect(statusJSON.code == 0)
             let listed = try JSONParser.parse(statusJSON.out)["pauses"]?.array ?? []
-            #expect(listed.contains { $0["run_id"] == .string(run) && $0["devices"]?.array?.count == 1 })
+            let mine = try #require(listed.first { $0["run_id"] == .string(run) }, "\(statusJSON.out)")
+            let phone = try #require(mine["devices"]?.array?.first, "\(statusJSON.out)")
+            #expect(phone["outcome"] == "delivered")
+            #expect(phone["pushes"]?.array?.map { $0["purpose"] } == ["alert", "start"])
+            #expect(phone["pushes"]?.array?.allSatisfy { $0["status"] == 200 && $0["answered_ms"]?.int != nil } == true)
 
             try e2e.registerActivity(runID: run)
             try e2e.resume(run, input: ["comment": "ship it"])
@@ -340,7 +349,8 @@ func pauseEnds(_ e2e: EndToEnd, outcome: String) throws -> [Substring] {
 
 /// `prefect-push status` on the end-to-end relay's store, while that relay runs.
 func statusCommand(_ e2e: EndToEnd, json: Bool) throws -> (code: Int32?, out: String) {
-    let log = e2e.directory + "/status-\(json ? "json" : "text").log"
+    // A log of its own per run: a child's output is appended to its log.
+    let log = e2e.directory + "/status-\(json ? "json" : "text")-\(SystemClock.monotonic()).log"
     let process = try ChildProcess(RelayProcess.binary, json ? ["status", "--json"] : ["status"],
                                    environment: ["DB_PATH": e2e.directory + "/relay.db"], logPath: log)
     let code = process.waitForExit(timeout: 30)

@@ -4,7 +4,7 @@ import Testing
 @testable import RelayCore
 
 /// `prefect-push status` (the real binary) on a store written here: a waiting pause with one device's push pending
-/// and another's answered, text and `--json`; then a missing store, a file that is no database, and usage errors.
+/// another's delivered, another's dropped and one answered before answers were kept, text and `--json`; then a missing store, a file that is no database, and usage errors.
 @Suite struct StatusCommandTests {
     static let now: Int64 = 2_000_000_000
 
@@ -17,12 +17,16 @@ import Testing
         return (code, (try? TestFiles.read(log)) ?? "")
     }
 
-    /// A store with devices `pending-phone` (its alert not yet answered, tried twice) and `done-phone` (answered),
-    /// one waiting pause of run `run-7` announced to both, and one ended pause.
+    /// A store with devices `pending-phone` (its alert tried twice, APNs answered 503 each time), `done-phone` (its
+    /// alert delivered), `dropped-phone` (its alert refused: 400 BadTopic) and `quiet-phone` (nothing kept: answered
+    /// before answers were kept); one waiting pause of run `run-7` announced to all, and one ended pause.
     static func writeStore(_ path: String) throws {
         let store = try Store(path: path)
-        let pendingPhone = try store.upsertDevice(registration("pending-phone", token: "a1b2c3d4e5f60718293a"), now: now - 60)
-        _ = try store.upsertDevice(registration("done-phone", token: "ffeeddccbbaa99887766"), now: now - 60)
+        var phones: [Device] = []
+        for (id, token) in [("pending-phone", "a1b2c3d4e5f60718293a"), ("done-phone", "ffeeddccbbaa99887766"),
+                            ("dropped-phone", "0123456789abcdef0123"), ("quiet-phone", "99999999999999999999")] {
+            phones.append(try store.upsertDevice(registration(id, token: token), now: now - 60))
+        }
         try store.insertPause(PauseRecord(stateID: "state-7", runID: "run-7", stateName: "Paused", pausedAt: now - 30,
                                           timeoutAt: now + 570, announcedAt: now - 29))
         _ = try store.setProps(stateID: "state-7", props: #"{"flowName":"nightly-deploy","runName":"brave-otter"}"#)
@@ -30,10 +34,19 @@ import Testing
                                           announcedAt: now - 900, endedAt: now - 800, endedState: "Running"))
         let message = OutboxMessage(stateID: "state-7", runID: "run-7", purpose: .alert, kind: .alert, topic: "t",
                                     priority: 10, collapseID: "state-7", expiresAt: now + 3600, payload: "{}")
-        let items = try store.enqueue([OutboxBatch(message: message, recipients: [(pendingPhone, pendingPhone.token)])],
+        let items = try store.enqueue([OutboxBatch(message: message, recipients: phones.prefix(3).map { ($0, $0.token) })],
                                       dueMs: (now - 29) * 1000)
-        try store.settle([(id: items[0].id, verdict: .retry(at: Double(now + 5)))])
-        try store.settle([(id: items[0].id, verdict: .retry(at: Double(now + 10)))])
+        func answer(_ device: String, _ status: Int, _ reason: String, at: Int64) -> PushAnswer {
+            PushAnswer(stateID: "state-7", deviceID: device, purpose: "alert", status: status, reason: reason,
+                       answeredMs: at * 1000)
+        }
+        try store.settle([(id: items[0].id, verdict: .retry(at: Double(now + 5))),
+                          (id: items[1].id, verdict: .settled), (id: items[2].id, verdict: .settled)],
+                         answers: [answer("pending-phone", 503, "ServiceUnavailable", at: now - 28),
+                                   answer("done-phone", 200, "delivered", at: now - 28),
+                                   answer("dropped-phone", 400, "BadTopic", at: now - 28)])
+        try store.settle([(id: items[0].id, verdict: .retry(at: Double(now + 10)))],
+                         answers: [answer("pending-phone", 503, "ServiceUnavailable", at: now - 20)])
     }
 
     @Test func waitingPauseAndItsDevices() throws {
@@ -46,9 +59,14 @@ import Testing
         #expect(text.code == 0, "\(text.out)")
         #expect(text.out.contains("waiting pauses: 1\n"), "\(text.out)")
         #expect(text.out.contains("run run-7 (nightly-deploy / brave-otter), Paused"), "\(text.out)")
-        #expect(text.out.contains("    pending-phone: pending: alert after 2 attempts"), "\(text.out)")
-        #expect(text.out.contains("    done-phone: answered"), "\(text.out)")
+        #expect(text.out.contains("    pending-phone: alert pending after 2 attempts (last answer 503 ServiceUnavailable "),
+                "\(text.out)")
+        #expect(text.out.contains("    done-phone: alert delivered "), "\(text.out)")
+        #expect(text.out.contains("    dropped-phone: alert dropped ") && text.out.contains(": 400 BadTopic\n"),
+                "\(text.out)")
+        #expect(text.out.contains("    quiet-phone: answered (before this version kept APNs' answers"), "\(text.out)")
         #expect(text.out.contains("pending-phone: token a1b2c3…93a, production"), "\(text.out)")
+        #expect(text.out.contains(", last refusal 400 BadTopic "), "\(text.out)")
         #expect(!text.out.contains("a1b2c3d4e5f60718293a"))  // tokens are shortened
         #expect(text.out.contains("outbox: 1 pending, oldest stored"), "\(text.out)")
         #expect(!text.out.contains("run-old"))
@@ -63,15 +81,23 @@ import Testing
         #expect(pause["timeout_at"] == .int(Self.now + 570))
         #expect(pause["flow_name"] == "nightly-deploy")
         let outcomes = try #require(pause["devices"]?.array)
-        let pendingEntry = try #require(outcomes.first { $0["device"] == "pending-phone" })
-        #expect(pendingEntry["outcome"] == "pending")
-        let pendingPush = try #require(pendingEntry["pending"]?.array?.first)
+        func entry(_ device: String) throws -> JSONValue { try #require(outcomes.first { $0["device"] == .string(device) }) }
+        #expect(try entry("pending-phone")["outcome"] == "pending")
+        let pendingPush = try #require(try entry("pending-phone")["pushes"]?.array?.first)
         #expect(pendingPush["attempts"] == 2)
         #expect(pendingPush["next_try_ms"] == .int((Self.now + 10) * 1000))
-        let doneEntry = try #require(outcomes.first { $0["device"] == "done-phone" })
-        #expect(doneEntry["outcome"] == "answered")
+        #expect(pendingPush["status"] == 503 && pendingPush["answered_ms"] == .int((Self.now - 20) * 1000))
+        #expect(try entry("done-phone")["outcome"] == "delivered")
+        #expect(try entry("done-phone")["pushes"]?.array?.first?["answered_ms"] == .int((Self.now - 28) * 1000))
+        #expect(try entry("dropped-phone")["outcome"] == "dropped")
+        #expect(try entry("dropped-phone")["pushes"]?.array?.first?["reason"] == "BadTopic")
+        #expect(try entry("quiet-phone")["outcome"] == "answered")
         #expect(parsed["outbox"]?["pending"] == 1)
-        #expect(parsed["devices"]?.array?.count == 2)
+        let devices = try #require(parsed["devices"]?.array)
+        #expect(devices.count == 4)
+        #expect(devices.first { $0["id"] == "done-phone" }?["last_delivery_ms"] == .int((Self.now - 28) * 1000))
+        #expect(devices.first { $0["id"] == "dropped-phone" }?["last_refusal"]?["reason"] == "BadTopic")
+        #expect(devices.first { $0["id"] == "quiet-phone" }?["last_delivery_ms"] == nil)
     }
 
     @Test func missingOrDamagedStoreAndUsage() throws {

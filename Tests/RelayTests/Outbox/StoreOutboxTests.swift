@@ -127,9 +127,45 @@ import Testing
         _ = try store.enqueue([OutboxBatch(message: message(expires: 100), recipients: [(phones[0], phones[0].token)]),
                                OutboxBatch(message: message(state: "s2", expires: 900), recipients: [(phones[0], phones[0].token)])],
                               dueMs: 0)
-        #expect(try store.pruneOutbox(now: 100) == 1)
+        #expect(try store.pruneOutbox(now: 100, wallMs: 7_000) == 1)
         #expect(try store.outboxCount() == 1)
         #expect(try store.database.scalarInt("SELECT count(*) FROM outbox_messages") == 1)
+        // What `status` shows for it: dropped unsent at its expiry.
+        #expect(try answers(store) == ["s1 d0 alert 0 expired 7000"])
+    }
+
+    private func answers(_ store: Store) throws -> [String] {
+        try store.read("""
+            SELECT state_id, device_id, purpose, status, reason, answered_ms FROM push_answers
+            ORDER BY state_id, device_id, purpose
+            """) { "\($0.string(0)) \($0.string(1)) \($0.string(2)) \($0.int64(3)) \($0.string(4)) \($0.int64(5))" }
+    }
+
+    /// APNs' last answer per pause, device and purpose is kept with the settle (the newest wins), goes when the
+    /// device is unregistered, and when its pause is pruned.
+    @Test func answersAreKeptWithTheSettleAndPrunedWithThePause() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 2)
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
+        let items = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })], dueMs: 0)
+        func answer(_ device: String, _ status: Int, _ reason: String, _ ms: Int64) -> PushAnswer {
+            PushAnswer(stateID: "s1", deviceID: device, purpose: "alert", status: status, reason: reason, answeredMs: ms)
+        }
+        try store.settle([(items[0].id, .retry(at: 20)), (items[1].id, .settled)],
+                         answers: [answer("d0", 503, "ServiceUnavailable", 10), answer("d1", 200, "delivered", 11)])
+        try store.settle([(items[0].id, .settled)], answers: [answer("d0", 410, "Unregistered", 30)])
+        #expect(try answers(store) == ["s1 d0 alert 410 Unregistered 30", "s1 d1 alert 200 delivered 11"])
+        #expect(try store.outboxCount() == 0)
+
+        #expect(try store.deleteDevice(id: "d0"))
+        #expect(try answers(store) == ["s1 d1 alert 200 delivered 11"])
+        // A waiting pause keeps its answers; once it has ended and is pruned, they go.
+        #expect(try store.prunePauses(endedBefore: 1_000) == 0)
+        #expect(try answers(store).count == 1)
+        #expect(try store.markEnded(stateID: "s1", state: "Running", at: 50))
+        #expect(try store.prunePauses(endedBefore: 1_000) == 1)
+        #expect(try answers(store).isEmpty)
     }
 
     @Test func aFailedTransactionQueuesNothing() throws {
