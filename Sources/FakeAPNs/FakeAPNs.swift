@@ -129,8 +129,15 @@ public final class FakeAPNs: @unchecked Sendable {
     }
 
     /// Stops reading and writing every connection open now, as a peer that silently died: PINGs go unanswered.
+    /// Returns once the loop has begun a turn after the freeze (at most 2 s): a turn that chose its connections just
+    /// before it could otherwise still read a request sent after this returns (a test once saw one delivered).
     public func freezeConnections() {
-        ledger.state.withLock { $0.frozenUpTo = $0.connections }
+        let turn = ledger.state.withLock { state -> Int in
+            state.frozenUpTo = state.connections
+            return state.turns
+        }
+        server.wake()
+        for _ in 0..<2_000 where ledger.state.withLock({ $0.turns }) <= turn && !ledger.isStopping { usleep(1_000) }
     }
 
     /// Answer every request with `answer` instead of the per-token scripts, until called with nil (an outage).
@@ -176,6 +183,8 @@ final class FakeAPNsLedger: Sendable {
         /// Close every open connection at the next loop turn (a peer that hangs up).
         var dropRequested = false
         var connections = 0
+        /// Loop turns begun (`freezeConnections` waits for the next one).
+        var turns = 0
         var stopping = false
         var nextID = 0
     }

@@ -100,6 +100,7 @@ final class FakeAPNsServer: @unchecked Sendable {
 
     func run() {
         while !ledger.isStopping {
+            ledger.state.withLock { $0.turns += 1 }
             if ledger.takeDropRequest() { connections.removeAll() }
             let live = connections.filter(isServed)
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
