@@ -154,7 +154,11 @@ enum Check {
             return report.add(Line(.failed, "prefect", "\(error)", fix: "check PREFECT_CA_FILE is a readable PEM file"))
         }
         events.loop = loop
-        loop.start()
+        do {
+            try loop.start()
+        } catch {
+            return report.add(Line(.failed, "prefect", "\(error)", fix: "raise the thread or process limit"))
+        }
         defer { loop.stop() }
 
         let rest = await rest(config, client)

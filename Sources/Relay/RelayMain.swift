@@ -204,8 +204,12 @@ package enum RelayMain {
         }
         server.loop = apiLoop
         events.loop = loop
-        loop.start()
-        apiLoop.start()
+        do {
+            try loop.start()
+            try apiLoop.start()
+        } catch {
+            fail("\(error)")
+        }
         logStarted(config, apiPort: apiLoop.listenPort ?? config.port, metrics: metricsLoop?.listenAddress,
                    apns: parts.apns != nil)
         if config.prefectAuthorization == nil { warnIfOpen(parts.prefect) }

@@ -30,25 +30,21 @@ enum Signals {
     }
 
     /// Waits for SIGTERM or SIGINT and returns which.
+    /// A relay that can't start the thread that waits for them could never be stopped in order: it exits 2 (a
+    /// start-up failure) with the reason.
     static func next() async -> Int32 {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            let box = Unmanaged.passRetained(Box(continuation))  // owned by the thread
-            var thread = pthread_t()
-            let rc = pthread_create(&thread, nil, { raw in
-                nameThisThread("pp-signals")
-                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                var byte: UInt8 = 0
-                while read(Signals.readEnd, &byte, 1) < 0 && errno == EINTR {}
-                box.continuation.resume(returning: Int32(byte))
-                return nil
-            }, box.toOpaque())
-            precondition(rc == 0, "pthread_create failed: \(rc)")
-            pthread_detach(thread)
+        let end = readEnd
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            do {
+                try LoopThread.spawn("pp-signals", detached: true) {
+                    var byte: UInt8 = 0
+                    while read(end, &byte, 1) < 0 && errno == EINTR {}
+                    continuation.resume(returning: Int32(byte))
+                }
+            } catch {
+                Log.error("startup.failed", ["error": "\(error)"])
+                exit(2)
+            }
         }
-    }
-
-    private final class Box {
-        let continuation: CheckedContinuation<Int32, Never>
-        init(_ continuation: CheckedContinuation<Int32, Never>) { self.continuation = continuation }
     }
 }

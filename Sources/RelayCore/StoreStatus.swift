@@ -2,7 +2,7 @@
 /// the outbox. Read from the store in one read transaction (`StatusCommand`); rendered here, as text or JSON.
 ///
 /// A push is in the outbox until APNs has answered it for good; its last answer is kept (`PushAnswer`) while its
-/// pause is, so the status says delivered when, dropped why, or pending after what.
+/// pause waits, so the status says delivered when, dropped why, or pending after what.
 public struct StoreStatus: Sendable, Equatable {
     public struct Pause: Sendable, Equatable {
         public var record: PauseRecord
@@ -42,7 +42,7 @@ public struct StoreStatus: Sendable, Equatable {
     public var pending: [Pending]
     /// APNs' last answers kept for the waiting pauses' pushes.
     public var answers: [PushAnswer]
-    /// Per device id, from every answer the store keeps (ended pauses' too, for a day).
+    /// Per device id, from every answer the store keeps (those of the waiting pauses).
     public var history: [String: DeviceHistory]
     /// When the oldest push still in the outbox was stored, unix ms; nil when it is empty.
     public var oldestPendingMs: Int64?

@@ -19,7 +19,7 @@ enum MetricsListener {
                                                       portVariable: "METRICS_PORT", bindVariable: "METRICS_BIND"),
                                       handlers: [server])
         server.loop = loop
-        loop.start()
+        try loop.start()
         return loop
     }
 

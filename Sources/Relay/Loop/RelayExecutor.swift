@@ -15,7 +15,8 @@ import Glibc
 /// between them runs at once on the same thread (no job is queued); each still sees only its own state.
 final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: `jobs` and `sleeping` are only touched with `mutex` held; `thread` is written once, in
-    // `init`, before any other thread can see this object.
+    // `init`, before any job can be enqueued (the executor's own thread reads it only while running a job, and each
+    // job comes through `mutex`).
     static let shared = RelayExecutor(name: "pp-executor")
     /// The API's own: its handlers and credential checks (`API`, `Authorizer`), so a flood of requests never queues
     /// in front of a pause's work. Started on first use.
@@ -42,15 +43,14 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         condition.initialize(to: pthread_cond_t())
         pthread_cond_init(condition, nil)
         jobs.reserveCapacity(64)
-        // The thread holds the executor for the life of the process (it is `shared`, never released).
-        let started = pthread_create(&thread, nil, { argument in
-            let executor = Unmanaged<RelayExecutor>.fromOpaque(argument!).takeUnretainedValue()
-            nameThisThread(executor.name)
-            executor.run()
-            return nil
-        }, Unmanaged.passUnretained(self).toOpaque())
-        precondition(started == 0, "could not start the relay's executor thread (pthread_create: \(started)); "
-                     + "check the node's thread limit")
+        // The thread holds the executor for the life of the process (it is `shared`, never released). Without it
+        // nothing of the pause path can run: the relay exits 2 (a start-up failure) with the reason.
+        do {
+            thread = try LoopThread.spawn(name) { self.run() }
+        } catch {
+            Log.error("startup.failed", ["error": error.description])
+            exit(2)
+        }
     }
 
     func enqueue(_ job: consuming ExecutorJob) {

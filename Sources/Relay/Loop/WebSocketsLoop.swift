@@ -177,18 +177,14 @@ final class WebSocketsLoop: @unchecked Sendable {
         WebSocketsLoop.freeProtocols(protocols, count: protocolCount)
     }
 
-    /// Starts the service thread.
-    func start() {
-        let box = Unmanaged.passRetained(self)  // owned by the thread until it exits
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { raw in
-            let loop = Unmanaged<WebSocketsLoop>.fromOpaque(raw!).takeRetainedValue()
-            nameThisThread(loop.threadName)
-            loop.run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread = tid
+    /// Starts the service thread (it holds the loop until it exits); a start-up error (the setting is the thread
+    /// limit) when it can't.
+    func start() throws(StartupError) {
+        do {
+            thread = try LoopThread.spawn(threadName) { self.run() }
+        } catch {
+            throw StartupError("thread \(threadName)", error.description)
+        }
     }
 
     /// Stops the service thread and waits for it. Safe from any thread but the loop's own.

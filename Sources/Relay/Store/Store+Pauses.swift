@@ -31,7 +31,8 @@ extension Store {
     }
 
     /// Ends a waiting pause with the run's new state name, and drops its alert, start and reminder pushes still
-    /// queued (news about a run that moved on). True only the first time, so the activity is ended once.
+    /// queued (news about a run that moved on) and the answers kept for `status`. True only the first time, so the
+    /// activity is ended once.
     @discardableResult
     func markEnded(stateID: String, state: String?, at time: Int64) throws -> Bool {
         let end = try statement("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL")
@@ -40,9 +41,11 @@ extension Store {
         let drop = try statement("""
             DELETE FROM outbox_messages WHERE state_id = ?1 AND purpose IN ('alert', 'start', 'reminder')
             """)
+        let forget = try statement("DELETE FROM push_answers WHERE state_id = ?1")
         return try database.transaction {
             guard try end.execute([.text(stateID), .text(state), .integer(time)]) > 0 else { return false }
             try drop.execute([.text(stateID)])
+            try forget.execute([.text(stateID)])
             return true
         }
     }
@@ -82,8 +85,8 @@ extension Store {
         try read("SELECT \(Store.pauseColumns) FROM pauses ORDER BY paused_at, state_id", row: Store.pause(from:))
     }
 
-    /// Deletes pauses that ended before `cutoff` (the caller passes now minus a day), with the answers kept for
-    /// them and for devices no longer registered. Returns how many pauses.
+    /// Deletes pauses that ended before `cutoff` (the caller passes now minus a day), and any answers left for a
+    /// pause or a device no longer stored. Returns how many pauses.
     @discardableResult
     func prunePauses(endedBefore cutoff: Int64) throws -> Int {
         let pauses = try statement("DELETE FROM pauses WHERE ended_at IS NOT NULL AND ended_at < ?1")

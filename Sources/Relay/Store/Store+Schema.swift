@@ -117,8 +117,8 @@ extension Store {
         ALTER TABLE outbox_messages ADD COLUMN created_ms INTEGER NOT NULL DEFAULT 0;
         UPDATE outbox_messages SET created_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
         """,
-        // v8: APNs' last answer for each pause, device and purpose (`PushAnswer`), kept after the outbox row goes so
-        // `prefect-push status` can say delivered when, or dropped why. No CHECK on the purpose: a new purpose needs
+        // v8: APNs' last answer for each waiting pause, device and purpose (`PushAnswer`), kept after the outbox row
+        // goes so `prefect-push status` can say delivered when, or dropped why (deleted when the pause ends). No CHECK on the purpose: a new purpose needs
         // no rebuilt table. No index beyond the key: every answer writes a row, and only `status` reads by device.
         """
         CREATE TABLE push_answers (

@@ -31,4 +31,25 @@ import Testing
         #expect(code == 2, "\(relay.log)")
         #expect(relay.log.contains("PORT"))
     }
+
+    /// A relay that can start no thread (its user's process limit is already reached: `prlimit --nproc=1` for
+    /// `nobody`, whose one process is the relay) exits 2 naming the thread and the fix, never a trap. Needs root to
+    /// become `nobody` (root ignores the limit), as CI runs.
+    @Test(.enabled(if: getuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0 && access("/usr/bin/prlimit", X_OK) == 0))
+    func noThreadForTheRelayExits2() throws {
+        let directory = TestFiles.temporaryDirectory()
+        defer { TestFiles.removeTree(directory) }
+        chmod(directory, 0o777)
+        let env = ["PREFECT_API_URL": "http://127.0.0.1:\(TestSocket.freePort())/api", "PORT": "0",
+                   "DB_PATH": directory + "/relay.db"]
+        let relay = try ChildProcess("/usr/bin/setpriv",
+                                     ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/prlimit",
+                                      "--nproc=1:1", "--", RelayProcess.binary],
+                                     environment: env, logPath: directory + "/relay.log")
+        let code = relay.waitForExit(timeout: 20)
+        if code == nil { relay.stop(signal: SIGKILL) }
+        #expect(code == 2, "\(relay.log)")
+        #expect(relay.log.contains("event=startup.failed error=\"could not start thread "), "\(relay.log)")
+        #expect(relay.log.contains("ulimit -u"), "\(relay.log)")
+    }
 }

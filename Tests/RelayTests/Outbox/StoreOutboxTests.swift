@@ -124,13 +124,14 @@ import Testing
         let dir = try StoreScratch()
         let store = try dir.store()
         let phones = try devices(store, 1)
+        try store.insertPause(PauseRecord(stateID: "s1", runID: "run-1", stateName: "Paused", pausedAt: 1, announcedAt: 1))
         _ = try store.enqueue([OutboxBatch(message: message(expires: 100), recipients: [(phones[0], phones[0].token)]),
                                OutboxBatch(message: message(state: "s2", expires: 900), recipients: [(phones[0], phones[0].token)])],
                               dueMs: 0)
         #expect(try store.pruneOutbox(now: 100, wallMs: 7_000) == 1)
         #expect(try store.outboxCount() == 1)
         #expect(try store.database.scalarInt("SELECT count(*) FROM outbox_messages") == 1)
-        // What `status` shows for it: dropped unsent at its expiry.
+        // What `status` shows for it while its pause waits: dropped unsent at its expiry.
         #expect(try answers(store) == ["s1 d0 alert 0 expired 7000"])
     }
 
@@ -141,8 +142,8 @@ import Testing
             """) { "\($0.string(0)) \($0.string(1)) \($0.string(2)) \($0.int64(3)) \($0.string(4)) \($0.int64(5))" }
     }
 
-    /// APNs' last answer per pause, device and purpose is kept with the settle (the newest wins), goes when the
-    /// device is unregistered, and when its pause is pruned.
+    /// APNs' last answer per pause, device and purpose is kept with the settle (the newest wins) while the pause
+    /// waits, goes when the device is unregistered and when the pause ends, and is not kept for an ended pause.
     @Test func answersAreKeptWithTheSettleAndPrunedWithThePause() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
@@ -160,11 +161,16 @@ import Testing
 
         #expect(try store.deleteDevice(id: "d0"))
         #expect(try answers(store) == ["s1 d1 alert 200 delivered 11"])
-        // A waiting pause keeps its answers; once it has ended and is pruned, they go.
+        // A waiting pause keeps its answers; its end forgets them, and an answer that comes after (its end push's)
+        // is not kept.
         #expect(try store.prunePauses(endedBefore: 1_000) == 0)
         #expect(try answers(store).count == 1)
         #expect(try store.markEnded(stateID: "s1", state: "Running", at: 50))
-        #expect(try store.prunePauses(endedBefore: 1_000) == 1)
+        #expect(try answers(store).isEmpty)
+        let ends = try store.enqueue([OutboxBatch(message: message(.end), recipients: [(phones[1], phones[1].token)])],
+                                     dueMs: 0)
+        try store.settle([(ends[0].id, .settled)], answers: [PushAnswer(stateID: "s1", deviceID: "d1", purpose: "end",
+                                                                        status: 200, reason: "delivered", answeredMs: 60)])
         #expect(try answers(store).isEmpty)
     }
 
