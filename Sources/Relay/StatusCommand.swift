@@ -92,10 +92,7 @@ enum StatusCommand {
         let answers = try db.prepare("""
             SELECT state_id, device_id, purpose, status, reason, answered_ms FROM push_answers
             WHERE state_id IN (SELECT state_id FROM pauses WHERE ended_at IS NULL) ORDER BY answered_ms
-            """).query { row in
-            PushAnswer(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
-                       status: Int(row.int64(3)), reason: row.string(4), answeredMs: row.int64(5))
-        }
+            """).query(row: answer(from:))
         // SQLite takes a bare column's value from the row max() chose.
         var history: [String: StoreStatus.DeviceHistory] = [:]
         for (id, delivered) in try db.prepare("""
@@ -106,10 +103,7 @@ enum StatusCommand {
         for refusal in try db.prepare("""
             SELECT state_id, device_id, purpose, status, reason, max(answered_ms) FROM push_answers
             WHERE status != 200 GROUP BY device_id
-            """).query(row: { row in
-                PushAnswer(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
-                           status: Int(row.int64(3)), reason: row.string(4), answeredMs: row.int64(5))
-            }) {
+            """).query(row: answer(from:)) {
             history[refusal.deviceID, default: .init()].lastRefusal = refusal
         }
         let oldest = try db.prepare("""
@@ -117,5 +111,11 @@ enum StatusCommand {
             """).query { $0.optionalInt64(0) }.first ?? nil
         return StoreStatus(schemaVersion: version, pauses: pauses, devices: devices, pending: pending,
                            answers: answers, history: history, oldestPendingMs: oldest)
+    }
+
+    /// A `push_answers` row, its columns in table order.
+    private static func answer(from row: Statement) -> PushAnswer {
+        PushAnswer(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
+                   status: Int(row.int64(3)), reason: row.string(4), answeredMs: row.int64(5))
     }
 }
