@@ -294,7 +294,7 @@ enum Check {
         var options = APNsClient.Options()
         options.connection.connectTimeoutMs = 10_000
         options.connection.requestTimeoutMs = 10_000
-        options.retry = RetryPolicy(maxRetries: 0)
+        options.retry = .never
         guard let client = try? APNsClient.make(config: config, options: options) else { return }
         defer { client.shutdown() }
         for (name, url, environment) in hosts where reachable.contains(environment) {

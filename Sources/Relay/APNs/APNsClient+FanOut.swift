@@ -13,7 +13,7 @@ extension APNsClient {
     ///
     /// No task per push: requests go to each host's connection in batches (`APNsConnection.submit`) and answers
     /// come back through one stream, so a fan-out to thousands of phones costs one task, not thousands.
-    package func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: RetryPolicy? = nil,
+    package func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: Backoff? = nil,
                 drained: @escaping @Sendable () async -> Void = {},
                 done: @escaping @Sendable (_ index: Int, _ delivery: Delivery) async -> Void) async -> Int {
         guard !items.isEmpty else { return 0 }
@@ -166,7 +166,8 @@ private struct FanOut {
     }
 
     private struct Item {
-        var retry = RetryState()
+        var retries = 0
+        var renewed = false
         /// The first host's answer once the item moved to the other host (BadDeviceToken).
         var firstAnswer: APNsOutcome?
         var started = monotonicMs()
@@ -176,14 +177,14 @@ private struct FanOut {
     /// Each item's device's stored host, apart: reading it through `items` copied the whole (push, device) pair,
     /// a retain of each of their strings per answer.
     private let environments: [APNsEnvironment]
-    let policy: RetryPolicy
+    let policy: Backoff
     var token = ""
     /// Per item, while it is in flight (nil before it is admitted and after it is answered).
     private var state: [Item?]
     private var next = 0
     private var finished = 0
 
-    init(items: [(push: Push, device: Device)], policy: RetryPolicy) {
+    init(items: [(push: Push, device: Device)], policy: Backoff) {
         self.items = items
         environments = items.map(\.device.environment)
         self.policy = policy
@@ -216,9 +217,9 @@ private struct FanOut {
         guard var item = state[index] else { preconditionFailure("an answer for a push that is not in flight") }
         let stored = environments[index]
         let environment = item.firstAnswer == nil ? stored : stored.other
-        APNsClient.log(items[index].push, on: environment, outcome, attempt: item.retry.attempt,
+        APNsClient.log(items[index].push, on: environment, outcome, attempt: APNsOutcome.attempt(retries: item.retries, renewed: item.renewed),
                        ms: monotonicMs() - item.started)
-        switch item.retry.step(after: outcome, policy: policy, random: random) {
+        switch outcome.nextStep(retries: &item.retries, renewed: &item.renewed, backoff: policy, random: random) {
         case .renewToken(let reason):
             item.started = monotonicMs()
             state[index] = item

@@ -9,7 +9,7 @@ import RelayCore
 package final class APNsClient: Sendable {
     package struct Options: Sendable {
         package var connection = APNsConnection.Options()
-        var retry = RetryPolicy()
+        var retry = Backoff.withinSend
         var tokenPolicy = ProviderTokenPolicy()
         package init() {}
     }
@@ -17,7 +17,7 @@ package final class APNsClient: Sendable {
     private let production: APNsConnection
     private let development: APNsConnection
     private let signer: JWTSigner
-    let retry: RetryPolicy
+    let retry: Backoff
 
     /// Builds the client from configuration, or nil when no APNs key is configured (the relay then runs
     /// without APNs). Throws `ConfigError` naming the variable for a bad key or CA file.
@@ -63,12 +63,12 @@ package final class APNsClient: Sendable {
 
     /// Sends one push to `push.environment`'s host, retrying per the rules above, and logs each answer.
     func send(_ push: Push) async -> APNsOutcome {
-        let policy = retry
+        let backoff = retry
         guard var token = currentToken() else { return .unreachable("could not sign the provider token") }
-        var state = RetryState()
+        var (retries, renewedOnce) = (0, false)
         while true {
-            let outcome = await attempt(push, token: token, attempt: state.attempt)
-            switch state.step(after: outcome, policy: policy, random: Double.random(in: 0..<1)) {
+            let outcome = await attempt(push, token: token, attempt: APNsOutcome.attempt(retries: retries, renewed: renewedOnce))
+            switch outcome.nextStep(retries: &retries, renewed: &renewedOnce, backoff: backoff, random: Double.random(in: 0..<1)) {
             case .renewToken(let reason):
                 guard let renewed = renewed(after: token, reason: reason, on: push.environment) else { return outcome }
                 token = renewed

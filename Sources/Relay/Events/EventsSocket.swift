@@ -57,7 +57,9 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     /// A refusal was already logged at error level; repeats (every backoff maximum) go to debug until one succeeds.
     private var refusalLogged = false
     private let deliver: @Sendable (SocketMessage) -> Void
-    private var backoff = Backoff()
+    private let backoff = Backoff.eventsSocket
+    /// Disconnects since the last subscribe: the backoff's n.
+    private var disconnectsInARow = 0
     private let random: @Sendable () -> Double
     private let now: @Sendable () -> Double
 
@@ -168,7 +170,8 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         outbox.removeAll()
         inbox.removeAll()
         guard !stopped else { return }
-        var delay = backoff.failed(random: random())
+        disconnectsInARow += 1
+        var delay = backoff.delay(failures: disconnectsInARow, random: random())
         if SocketMessage.isAuthRejection(closeNote ?? reason) {
             delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
         }
@@ -297,7 +300,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             refusalLogged = false
             failedConnects = 0
             lastFailureLogged = -Double.infinity
-            backoff.connected()
+            disconnectsInARow = 0
             send(filterMessage())
             deliver(.subscribed)
         case "event":

@@ -14,7 +14,7 @@ extension OutboxSender {
             let batch = answered.withLock { answers in defer { answers.removeAll(keepingCapacity: true) }; return answers }
             if !batch.isEmpty { await self.settled(batch) }
         }
-        let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .noRetries,
+        let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .never,
                                           drained: handOver) { index, delivery in
             let full = answered.withLock { answers in
                 answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
@@ -56,9 +56,10 @@ extension OutboxSender {
     private func settled(_ item: OutboxItem, _ delivery: Delivery) {
         apply(delivery.effect, device: item.device, runID: item.runID)
         // Jitter only matters for a retry; drawing it for every answer cost a getrandom(2) each.
-        let verdict = schedule.verdict(delivery.outcome, attempts: item.attempts + 1,
+        let verdict = OutboxVerdict.after(delivery.outcome, attempts: item.attempts + 1,
                                        expiresAt: item.push.expiration ?? .max, now: now(),
-                                       random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1))
+                                       random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1),
+                                         backoff: backoff)
         if case .retry = verdict {
             tally.count { $0.pushRetries += 1 }
         } else if !delivery.outcome.isDelivered {

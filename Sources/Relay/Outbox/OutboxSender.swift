@@ -28,7 +28,7 @@ actor OutboxSender {
     /// every `due_ms`, the drain, the prune interval, and the give-up at a push's expiry (a deadline like the rest;
     /// the `apns-expiration` APNs sees was set from the wall clock when the push was built).
     let now: @Sendable () -> Double
-    let schedule = OutboxSchedule()
+    let backoff = Backoff.outbox
 
     /// Outbox rows being sent now (never picked up twice), answers waiting to be written, and when the soonest
     /// stored push is due (unix ms; nil: nothing stored).

@@ -48,12 +48,12 @@ actor PauseTracker {
     var habits: FlowHabits
     /// Pause jobs owed and not yet done (see `PauseJob`), their retry times, and the ones running now.
     var jobs: [String: PauseJob] = [:]
-    var jobRetries = RetryTimes()
+    var jobRetries = Retries<String>(.pauseJobs)
     var runningJobs: Set<String> = []
     /// Jobs running now, counted so shutdown can wait for them (bounded).
     var backgroundWork = 0
     /// Runs whose latest state could not be recorded (store failure): read again on the retry schedule.
-    var unrecordedRuns = RetryTimes()
+    var unrecordedRuns = Retries<String>(.pauseJobs)
 
     /// Picks up where the last run stopped: pauses whose announce never reached the outbox, and ended pauses whose
     /// Live Activities were never ended, are owed again.

@@ -18,7 +18,7 @@ struct PrefectClient: Sendable {
 
     /// `POST /flows/count` with the caller's Authorization header: Prefect's answer to "may this caller in?".
     func checkCredential(_ authorization: String?) async -> Result<Int, HTTPFailure> {
-        let result = await call("POST", "/flows/count", body: "{}", authorization: authorization, retries: 0)
+        let result = await call("POST", "/flows/count", body: "{}", authorization: authorization, retry: .never)
         return result.map(\.status)
     }
 
@@ -34,16 +34,16 @@ struct PrefectClient: Sendable {
     /// on its own schedule: the tick, the listing).
     static let longestRetryWait = 10
 
-    /// A JSON call with the relay's own credential; retries 503 and 429 up to `retries` times (0.2 s, 0.4 s, …,
-    /// or `Retry-After`). `answered`: the first attempt's answer, when it was sent already (a read ahead). `run`:
+    /// A JSON call with the relay's own credential; a 503 or 429 is retried on `retry`'s schedule, or after its
+    /// `Retry-After` when that is longer (up to `longestRetryWait`). `answered`: the first attempt's answer, when it was sent already (a read ahead). `run`:
     /// the run the read is about, for the pool's per-run bound (`HTTPCall.group`).
-    func json(_ method: String, _ path: String, body: JSONValue? = nil, retries: Int = 3, run: String? = nil,
+    func json(_ method: String, _ path: String, body: JSONValue? = nil, retry: Backoff = .prefectCall, run: String? = nil,
               answered: Result<HTTPReply, HTTPFailure>? = nil) async -> Result<HTTPReply, HTTPFailure> {
-        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retries: retries, run: run,
+        await call(method, path, body: body?.encoded(), authorization: ownAuthorization, retry: retry, run: run,
                    answered: answered)
     }
 
-    private func call(_ method: String, _ path: String, body: String?, authorization: String?, retries: Int,
+    private func call(_ method: String, _ path: String, body: String?, authorization: String?, retry: Backoff,
                       run: String? = nil, answered: Result<HTTPReply, HTTPFailure>? = nil) async
         -> Result<HTTPReply, HTTPFailure>
     {
@@ -52,11 +52,13 @@ struct PrefectClient: Sendable {
         var answered = answered
         while true {
             let result = if let first = answered.take() { first } else { await http.send(request) }
-            if case .success(let reply) = result, reply.status == 503 || reply.status == 429, attempt < retries {
+            if case .success(let reply) = result, reply.status == 503 || reply.status == 429,
+               let delay = retry.delay(retry: attempt + 1, random: .random(in: 0..<1))
+            {
                 attempt += 1
                 let asked = reply.retryAfter ?? 0
                 guard asked <= PrefectClient.longestRetryWait else { return result }
-                try? await Task.sleep(for: .milliseconds(max(200 << (attempt - 1), asked * 1000)))
+                try? await Task.sleep(for: .milliseconds(Int(max(delay, Double(asked)) * 1000)))
                 continue
             }
             return result

@@ -118,8 +118,8 @@ extension Store {
         UPDATE outbox_messages SET created_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
         """,
         // v8: APNs' last answer for each waiting pause, device and purpose (`PushAnswer`), kept after the outbox row
-        // goes so `prefect-push status` can say delivered when, or dropped why (deleted when the pause ends). No CHECK on the purpose: a new purpose needs
-        // no rebuilt table. No index beyond the key: every answer writes a row, and only `status` reads by device.
+        // goes so `prefect-push status` can say delivered when, or dropped why (deleted when the pause ends). No CHECK
+        // on the purpose: a new purpose needs no rebuilt table. No index beyond the key: every answer writes a row, and only `status` reads by device.
         """
         CREATE TABLE push_answers (
             state_id TEXT NOT NULL,
@@ -130,6 +130,29 @@ extension Store {
             answered_ms INTEGER NOT NULL,
             PRIMARY KEY (state_id, device_id, purpose)
         ) STRICT, WITHOUT ROWID;
+        """,
+        // v9: no CHECK lists the push purposes or types any more: they are `PushPurpose` and `Push.Kind`, which alone
+        // write them, so a new purpose is a new case there and no rebuilt table (as v6 had to for `update`). Built anew
+        // as v6 was, for the last time.
+        """
+        CREATE TABLE outbox_messages_v9 (
+            id INTEGER PRIMARY KEY,
+            state_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            push_type TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            collapse_id TEXT,
+            expires_at INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            created_ms INTEGER NOT NULL DEFAULT 0
+        ) STRICT;
+        INSERT INTO outbox_messages_v9 SELECT id, state_id, run_id, purpose, push_type, topic, priority, collapse_id,
+            expires_at, payload, created_ms FROM outbox_messages;
+        DROP TABLE outbox_messages;
+        ALTER TABLE outbox_messages_v9 RENAME TO outbox_messages;
+        CREATE INDEX outbox_messages_by_state ON outbox_messages (state_id);
         """,
     ]
 }

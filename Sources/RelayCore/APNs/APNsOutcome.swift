@@ -88,37 +88,9 @@ public enum APNsAction: Sendable, Equatable {
     case fail
 }
 
-/// Bounded exponential backoff for `.retryLater`: `initialMs * 2^(retry-1)`, capped at `maxMs`,
-/// with up to `jitter` of it added by the caller-supplied random fraction. nil means give up.
-public struct RetryPolicy: Sendable, Equatable {
-    public var maxRetries: Int
-    public var initialMs: Int
-    public var maxMs: Int
-    public var jitter: Double
-
-    public init(maxRetries: Int = 3, initialMs: Int = 500, maxMs: Int = 4000, jitter: Double = 0.2) {
-        self.maxRetries = maxRetries
-        self.initialMs = initialMs
-        self.maxMs = maxMs
-        self.jitter = jitter
-    }
-
-    /// No retries: the caller keeps the push and retries on its own schedule (the outbox).
-    public static let noRetries = RetryPolicy(maxRetries: 0)
-
-    /// The wait before retry number `retry` (1-based), or nil when retries are used up.
-    public func delayMs(retry: Int, random: Double) -> Int? {
-        guard retry >= 1, retry <= maxRetries else { return nil }
-        let base = min(maxMs, initialMs << min(retry - 1, 20))
-        return base + Int(Double(base) * jitter * min(max(random, 0), 1))
-    }
-}
-
-/// One push's way through the retry rules: a provider-token error re-signs and tries once more;
-/// a `retryLater` answer waits per `RetryPolicy` (at least its `Retry-After`, within reason) and tries again.
-/// Pure; shared by single sends and fan-outs.
-public struct RetryState: Sendable, Equatable {
-    public enum Step: Sendable, Equatable {
+extension APNsOutcome {
+    /// What a push retried within one send does after this answer.
+    public enum NextStep: Sendable, Equatable {
         /// Sign a new provider token (APNs gave this reason) and send again.
         case renewToken(APNsReason)
         /// Send again after this many milliseconds.
@@ -127,31 +99,29 @@ public struct RetryState: Sendable, Equatable {
         case finish
     }
 
-    public private(set) var retries = 0
-    public private(set) var renewed = false
-
-    public init() {}
-
-    /// 1 for the first try, counting every retry and renewal since.
-    public var attempt: Int { retries + (renewed ? 2 : 1) }
-
-    public mutating func step(after outcome: APNsOutcome, policy: RetryPolicy, random: Double) -> Step {
-        switch outcome.action {
+    /// The retry rules of one send: a provider-token error re-signs and tries once more; a `retryLater` answer
+    /// waits per `backoff` (at least its `Retry-After`, within reason) and tries again. `retries` and `renewed` are
+    /// the push's own counts, updated here. Pure; shared by single sends and fan-outs.
+    public func nextStep(retries: inout Int, renewed: inout Bool, backoff: Backoff, random: Double) -> NextStep {
+        switch action {
         case .renewProviderToken where !renewed:
             renewed = true
-            guard case .rejected(let rejection) = outcome, let reason = rejection.reason else { return .finish }
+            guard case .rejected(let rejection) = self, let reason = rejection.reason else { return .finish }
             return .renewToken(reason)
         case .retryLater:
             retries += 1
-            guard var delay = policy.delayMs(retry: retries, random: random) else { return .finish }
-            if case .rejected(let rejection) = outcome, let asked = rejection.retryAfter {
+            guard var delay = backoff.delay(retry: retries, random: random) else { return .finish }
+            if case .rejected(let rejection) = self, let asked = rejection.retryAfter {
                 // APNs said how long: waiting less only earns another 429; much longer is the outbox's business.
-                guard asked * 1000 <= policy.maxMs * 4 else { return .finish }
-                delay = max(delay, asked * 1000)
+                guard Double(asked) <= backoff.maximum * 4 else { return .finish }
+                delay = max(delay, Double(asked))
             }
-            return .retry(afterMs: delay)
+            return .retry(afterMs: Int(delay * 1000))
         default:
             return .finish
         }
     }
+
+    /// The attempt number (1 for the first try) after `retries` retries and a renewal or none.
+    public static func attempt(retries: Int, renewed: Bool) -> Int { retries + (renewed ? 2 : 1) }
 }

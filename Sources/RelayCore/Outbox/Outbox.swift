@@ -91,29 +91,16 @@ public enum OutboxVerdict: Sendable, Equatable {
     case retry(at: Double)
 }
 
-/// When a push is tried again. Pure; the caller supplies the clock and the random draw.
-///
-/// `retryLater` answers (429, 5xx, APNs unreachable) and answers that never came (timed out, connection lost
-/// after the request went out) are tried again after
-///
-///     wait(n) = max(Retry-After, min(maximum, initial · 2^(n−1)) · (1 − jitter · r))
-///
-/// for the n-th attempt that failed, until the push's expiry. A lost answer is sent again although the first
-/// copy may have arrived: at-least-once, with `apns-collapse-id` folding the rare duplicate on the phone.
-/// Everything else (delivered, a dead token, a bad request) is settled.
-public struct OutboxSchedule: Sendable, Equatable {
-    public var initial: Double
-    public var maximum: Double
-    public var jitter: Double
-
-    public init(initial: Double = 1, maximum: Double = 30, jitter: Double = 0.25) {
-        self.initial = initial
-        self.maximum = maximum
-        self.jitter = jitter
-    }
-
-    public func verdict(_ outcome: APNsOutcome, attempts: Int, expiresAt: Int64, now: Double,
-                        random: Double) -> OutboxVerdict {
+extension OutboxVerdict {
+    /// When a stored push is tried again. Pure; the caller supplies the clock and the random draw.
+    ///
+    /// `retryLater` answers (429, 5xx, APNs unreachable) and answers that never came (timed out, connection lost
+    /// after the request went out) are tried again after `max(Retry-After, backoff.delay(failures: n))` for the
+    /// n-th attempt that failed, until the push's expiry. A lost answer is sent again although the first copy may
+    /// have arrived: at-least-once, with `apns-collapse-id` folding the rare duplicate on the phone. Everything else
+    /// (delivered, a dead token, a bad request) is settled.
+    public static func after(_ outcome: APNsOutcome, attempts: Int, expiresAt: Int64, now: Double, random: Double,
+                             backoff: Backoff = .outbox) -> OutboxVerdict {
         let asked: Double
         switch outcome {
         case .rejected(let rejection) where outcome.action == .retryLater:
@@ -123,9 +110,7 @@ public struct OutboxSchedule: Sendable, Equatable {
         default:
             return .settled
         }
-        let backoff = Backoff.delay(failures: attempts, random: random, initial: initial, maximum: maximum,
-                                    jitter: jitter)
-        let at = now + max(asked, backoff)
+        let at = now + max(asked, backoff.delay(failures: attempts, random: random))
         return at < Double(expiresAt) ? .retry(at: at) : .settled
     }
 }

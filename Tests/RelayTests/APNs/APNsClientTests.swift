@@ -235,7 +235,7 @@ import Testing
         let port = 1  // nothing listens on tcpmux: connect is refused at once
         var options = APNsClient.Options()
         options.connection.reconnectDelayMs = 10
-        options.retry = RetryPolicy(maxRetries: 1, initialMs: 10, maxMs: 10, jitter: 0)
+        options.retry = Backoff(initial: 0.01, maximum: 0.01, jitter: 0, limit: 1)
         let credentials = Config.APNsCredentials(key: .file(APNsFixtures.keyPath), keyID: APNsFixtures.keyID,
                                                  teamID: APNsFixtures.teamID)
         let client = try APNsClient(credentials: credentials,
@@ -263,7 +263,7 @@ import Testing
         let tokens = (0..<3).map { APNsHarness.token(100 + $0) }
         let items = tokens.map { (push: APNsHarness.alert($0), device: APNsHarness.device($0)) }
         let answers = Mutex<[APNsOutcome]>([])
-        let fan = Task { await client.fanOut(items, retry: .noRetries) { _, delivery in answers.withLock { $0.append(delivery.outcome) } } }
+        let fan = Task { await client.fanOut(items, retry: .never) { _, delivery in answers.withLock { $0.append(delivery.outcome) } } }
         for _ in 0..<50 where answers.withLock({ $0.count }) < items.count {
             try await Task.sleep(for: .milliseconds(100))
         }

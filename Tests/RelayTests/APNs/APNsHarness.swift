@@ -9,7 +9,7 @@ struct APNsHarness {
     let development: FakeAPNs
     let client: APNsClient
 
-    init(requestTimeoutMs: Int = 5_000, retry: RetryPolicy = RetryPolicy(maxRetries: 3, initialMs: 10, maxMs: 40, jitter: 0),
+    init(requestTimeoutMs: Int = 5_000, retry: Backoff = Backoff(initial: 0.01, maximum: 0.04, jitter: 0, limit: 3),
          keyPath: String = APNsFixtures.keyPath, maxConcurrentStreams: UInt32 = 1000,
          pingIntervalMs: Int = 45_000, pingTimeoutMs: Int = 10_000,
          now: (@Sendable () -> Int64)? = nil) throws {

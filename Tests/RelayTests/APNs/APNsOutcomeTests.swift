@@ -66,15 +66,6 @@ import Testing
         #expect(APNsClient.outcome(of: .lost("y")) == .connectionLost("y"))
     }
 
-    @Test func backoffIsBoundedAndDoubles() {
-        let policy = RetryPolicy(maxRetries: 4, initialMs: 100, maxMs: 500, jitter: 0.5)
-        #expect(policy.delayMs(retry: 1, random: 0) == 100)
-        #expect(policy.delayMs(retry: 2, random: 0) == 200)
-        #expect(policy.delayMs(retry: 3, random: 0.999) == 400 + 199)
-        #expect(policy.delayMs(retry: 4, random: 0) == 500)
-        #expect(policy.delayMs(retry: 5, random: 0) == nil)
-    }
-
     @Test func pushHeadersAndPath() {
         let push = Push(kind: .liveactivity, deviceToken: "ABCDEF", environment: .production,
                         topic: "io.example.push-type.liveactivity", priority: 10, collapseID: "s1", expiration: 99,

@@ -3,7 +3,11 @@ import Testing
 
 /// When a stored push is tried again, and when it is let go.
 @Suite struct OutboxScheduleTests {
-    let schedule = OutboxSchedule(initial: 1, maximum: 30, jitter: 0)
+    let backoff = Backoff(initial: 1, maximum: 30, jitter: 0)
+
+    private func verdict(_ outcome: APNsOutcome, attempts: Int, expiresAt: Int64, now: Double) -> OutboxVerdict {
+        .after(outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: 0, backoff: backoff)
+    }
 
     private func rejected(_ status: Int, _ reason: String? = nil, retryAfter: Int? = nil) -> APNsOutcome {
         .rejected(APNsRejection(status: status, reason: reason.map(APNsReason.init(rawValue:)), retryAfter: retryAfter))
@@ -12,29 +16,29 @@ import Testing
     @Test func deliveredAndRefusedPushesAreSettled() {
         for outcome in [APNsOutcome.delivered(apnsID: nil), rejected(410, "Unregistered"), rejected(400, "BadDeviceToken"),
                         rejected(400, "PayloadTooLarge"), rejected(403, "InvalidProviderToken")] {
-            #expect(schedule.verdict(outcome, attempts: 1, expiresAt: 10_000, now: 100, random: 0) == .settled)
+            #expect(verdict(outcome, attempts: 1, expiresAt: 10_000, now: 100) == .settled)
         }
     }
 
     @Test func serverTroubleAndLostAnswersAreRetriedWithDoublingWaits() {
         for outcome in [rejected(503), rejected(500), rejected(429), APNsOutcome.timedOut, .connectionLost("reset"),
                         .unreachable("refused")] {
-            #expect(schedule.verdict(outcome, attempts: 1, expiresAt: 10_000, now: 100, random: 0) == .retry(at: 101))
+            #expect(verdict(outcome, attempts: 1, expiresAt: 10_000, now: 100) == .retry(at: 101))
         }
-        let waits = (1...7).map { schedule.verdict(rejected(503), attempts: $0, expiresAt: 10_000, now: 0, random: 0) }
+        let waits = (1...7).map { verdict(rejected(503), attempts: $0, expiresAt: 10_000, now: 0) }
         #expect(waits == [1, 2, 4, 8, 16, 30, 30].map { OutboxVerdict.retry(at: $0) })
     }
 
     @Test func retryAfterIsHonouredWhenLongerThanTheBackoff() {
-        #expect(schedule.verdict(rejected(429, "TooManyRequests", retryAfter: 30), attempts: 1, expiresAt: 10_000, now: 100,
-                                 random: 0) == .retry(at: 130))
-        #expect(schedule.verdict(rejected(503, retryAfter: 1), attempts: 4, expiresAt: 10_000, now: 100, random: 0)
+        #expect(verdict(rejected(429, "TooManyRequests", retryAfter: 30), attempts: 1, expiresAt: 10_000, now: 100)
+            == .retry(at: 130))
+        #expect(verdict(rejected(503, retryAfter: 1), attempts: 4, expiresAt: 10_000, now: 100)
             == .retry(at: 108))
     }
 
     @Test func aPushIsLetGoAtItsExpiry() {
-        #expect(schedule.verdict(rejected(503), attempts: 1, expiresAt: 100, now: 99.5, random: 0) == .settled)
-        #expect(schedule.verdict(.timedOut, attempts: 1, expiresAt: 101, now: 99.5, random: 0) == .retry(at: 100.5))
+        #expect(verdict(rejected(503), attempts: 1, expiresAt: 100, now: 99.5) == .settled)
+        #expect(verdict(.timedOut, attempts: 1, expiresAt: 101, now: 99.5) == .retry(at: 100.5))
     }
 
     @Test func retryAfterHeaderValues() {
@@ -46,18 +50,6 @@ import Testing
         #expect(RetryAfter.seconds("-1") == nil)
         #expect(RetryAfter.seconds("") == nil)
         #expect(RetryAfter.seconds("12345678901234567890") == nil)
-    }
-
-    @Test func retryTimesBackOffPerKeyUntilSucceeded() {
-        var times = RetryTimes(initial: 1, maximum: 30)
-        #expect(times.failed("a", now: 0, random: 0) == 1)
-        #expect(times.failed("a", now: 1, random: 0) == 2)
-        times.now("b", at: 0)
-        #expect(times.due(now: 0.5) == ["b"])
-        #expect(times.due(now: 3) == ["b", "a"])
-        times.succeeded("a")
-        #expect(times.due(now: 100) == ["b"])
-        #expect(!times.contains("a"))
     }
 
     @Test func jobsMatterOnlyWhileTheyCan() {
