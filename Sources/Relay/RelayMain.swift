@@ -41,8 +41,8 @@ package enum RelayMain {
             Configuration comes from the environment:
 
             """
-        let width = Config.variables.map(\.name.count).max() ?? 0
-        for variable in Config.variables {
+        let width = Settings.all.map(\.name.count).max() ?? 0
+        for variable in Settings.all {
             let pad = String(repeating: " ", count: width - variable.name.count + 2)
             text += "  \(variable.name)\(pad)\(variable.meaning) (default: \(variable.defaultValue))\n"
         }

@@ -38,7 +38,7 @@ final class RelayStatus: Sendable {
         snapshot.storeLost = !store.fileIsStillOurs
         snapshot.store = store.streak
         snapshot.apnsConfigured = apnsConfigured
-        snapshot.apns = APNsConnection.reachability.withLock { $0 }
+        snapshot.apns = outbox.apns?.reachability() ?? [:]
         return Gathered(verdict: HealthVerdict(snapshot, bounds: bounds), events: events, store: store)
     }
 

@@ -1,18 +1,18 @@
-/// `Config.init`, section by section: each reads its variables and names the one that is wrong.
+/// `Config.init`'s sections that read several variables together, and the checks single settings use.
 extension Config {
     /// The Prefect server: API root, Cloud workspace, and its credential (an API key or a basic-auth string).
     static func prefectServer(_ read: EnvironmentReader) throws(ConfigError)
         -> (HTTPURL, CloudWorkspace?, APIKey?, String?)
     {
-        guard let raw = read.value("PREFECT_API_URL") else {
+        guard let raw = try Settings.prefectAPIURL.read(read) else {
             throw ConfigError("PREFECT_API_URL", "is not set; set it to the server's API root, e.g. http://127.0.0.1:4200/api")
         }
         var api = try HTTPURL.parse(raw, variable: "PREFECT_API_URL")
         api.path = api.path.droppingTrailingSlashes()
         let cloud = try CloudWorkspace.recognise(api)
-        let key = try Config.apiKey(read.raw("PREFECT_API_KEY"))
+        let key = try Config.apiKey(Settings.prefectAPIKey.read(read))
         var auth: String?
-        if let given = read.raw("PREFECT_API_AUTH_STRING"), !given.isEmpty {
+        if let given = try Settings.prefectAuth.read(read), !given.isEmpty {
             guard key == nil else {
                 throw ConfigError("PREFECT_API_KEY", "and PREFECT_API_AUTH_STRING are both set; set only one of them "
                                   + "(PREFECT_API_KEY for Prefect Cloud, PREFECT_API_AUTH_STRING for a "
@@ -36,7 +36,7 @@ extension Config {
 
     /// The UI root for run links: as given, else the Cloud workspace's, else the API root without `/api`.
     static func prefectUI(_ read: EnvironmentReader, api: HTTPURL, cloud: CloudWorkspace?) throws(ConfigError) -> String {
-        if let ui = read.value("PREFECT_UI_URL") {
+        if let ui = try Settings.prefectUI.read(read) {
             return try HTTPURL.parse(ui, variable: "PREFECT_UI_URL").string.droppingTrailingSlashes()
         }
         if let cloud { return cloud.uiRoot(api: api) }
@@ -47,50 +47,42 @@ extension Config {
 
     /// The APNs signing key (inline or a file, not both) with its ids; nil runs the relay without APNs.
     static func apnsCredentials(_ read: EnvironmentReader) throws(ConfigError) -> APNsCredentials? {
-        let inlineKey = read.raw("APNS_KEY").flatMap { $0.trimmingWhitespace().isEmpty ? nil : $0 }
-        switch (inlineKey, read.value("APNS_KEY_PATH")) {
+        let inlineKey = try Settings.apnsKey.read(read).flatMap { $0.trimmingWhitespace().isEmpty ? nil : $0 }
+        switch (inlineKey, try Settings.apnsKeyPath.read(read)) {
         case (.some, .some):
             throw ConfigError("APNS_KEY", "and APNS_KEY_PATH are both set; set only one of them")
         case (nil, nil):
             return nil
         case (let inline, let path):
             let source: KeySource = inline.map { .inline($0) } ?? .file(path!)
-            let keyID = try appleID(read.value("APNS_KEY_ID"), "APNS_KEY_ID", "the key's id from the Apple developer site")
-            let teamID = try appleID(read.value("APNS_TEAM_ID"), "APNS_TEAM_ID", "your Apple team id")
+            let keyID = try appleID(Settings.apnsKeyID.read(read), "APNS_KEY_ID", "the key's id from the Apple developer site")
+            let teamID = try appleID(Settings.apnsTeamID.read(read), "APNS_TEAM_ID", "your Apple team id")
             return APNsCredentials(key: source, keyID: keyID, teamID: teamID)
         }
     }
 
-    static func apnsTopic(_ read: EnvironmentReader) throws(ConfigError) -> String {
-        let topic = read.value("APNS_TOPIC") ?? "io.zzstoatzz.prefect"
+    /// A bundle id (`APNS_TOPIC`): letters, digits, dots, dashes and underscores.
+    static func bundleID(_ topic: String, _ name: String) throws(ConfigError) -> String {
         guard topic.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }) else {
-            throw ConfigError("APNS_TOPIC", "must be a bundle id like com.example.app")
+            throw ConfigError(name, "must be a bundle id like com.example.app")
         }
         return topic
     }
 
-    static func basePath(_ read: EnvironmentReader) throws(ConfigError) -> String {
-        let base = (read.value("BASE_PATH") ?? "").droppingTrailingSlashes()
+    /// An API path prefix (`BASE_PATH`): empty, or starting with `/`, without a trailing one.
+    static func pathPrefix(_ given: String, _ name: String) throws(ConfigError) -> String {
+        let base = given.droppingTrailingSlashes()
         guard base.isEmpty || (base.hasPrefix("/") && !base.contains(where: { $0 == "?" || $0 == "#" || $0 == " " })) else {
-            throw ConfigError("BASE_PATH", "must start with / (e.g. /push) or be empty")
+            throw ConfigError(name, "must start with / (e.g. /push) or be empty")
         }
         return base
-    }
-
-    /// `LOG_FORMAT` alone: the relay reads it before the rest, so even a configuration error is written in it.
-    public static func logFormat(environment: [String: String]) throws(ConfigError) -> LogFormat {
-        guard let format = EnvironmentReader(environment).value("LOG_FORMAT") else { return .logfmt }
-        guard let parsed = LogFormat(rawValue: format.lowercased()) else {
-            throw ConfigError("LOG_FORMAT", "must be logfmt or json, got \"\(format.prefix(20))\"")
-        }
-        return parsed
     }
 
     /// `PREFECT_CA_FILE`, or `PREFECT_API_SSL_CERT_FILE` as Prefect's own settings name it: either, or both when they
     /// name the same file.
     static func prefectCAFile(_ read: EnvironmentReader) throws(ConfigError) -> String? {
-        let ours = read.value("PREFECT_CA_FILE")
-        let prefects = read.value("PREFECT_API_SSL_CERT_FILE")
+        let ours = try Settings.prefectCAFile.read(read)
+        let prefects = try Settings.prefectSSLCertFile.read(read)
         if let ours, let prefects, ours != prefects {
             throw ConfigError("PREFECT_CA_FILE", "and PREFECT_API_SSL_CERT_FILE are both set, to different files "
                               + "(\(ours.prefix(100)) and \(prefects.prefix(100))); they are one setting: unset one, "
@@ -99,26 +91,10 @@ extension Config {
         return ours ?? prefects
     }
 
-    static func logLevel(_ read: EnvironmentReader) throws(ConfigError) -> LogLevel {
-        guard let level = read.value("LOG_LEVEL") else { return .info }
-        guard let parsed = LogLevel(rawValue: level.lowercased()) else {
-            throw ConfigError("LOG_LEVEL", "must be debug, info, warn or error, got \"\(level.prefix(20))\"")
-        }
-        return parsed
-    }
-
-    /// `METRICS_PORT` and `METRICS_BIND`.
-    static func metricsListener(_ read: EnvironmentReader) throws(ConfigError) -> (port: Int?, bind: String) {
-        let bind = try bindAddress(read, "METRICS_BIND")
-        guard read.value("METRICS_PORT") != nil else { return (nil, bind) }
-        return (try read.integer("METRICS_PORT", in: 0...65535, default: 0), bind)
-    }
-
     /// A listener's bind address (`API_BIND`, `METRICS_BIND`): a dotted IPv4 address, `0.0.0.0` when unset. IPv4
     /// only, like the listeners; a host name would need a resolver at start-up. Each part is 0-255 in plain decimal
     /// digits (no sign, no leading zero), the form `inet_pton` accepts, so the listener binds exactly what was read.
-    static func bindAddress(_ read: EnvironmentReader, _ name: String) throws(ConfigError) -> String {
-        let bind = read.value(name) ?? "0.0.0.0"
+    static func ipv4Address(_ bind: String, _ name: String) throws(ConfigError) -> String {
         let octets = bind.split(separator: ".", omittingEmptySubsequences: false)
         let valid = octets.count == 4 && octets.allSatisfy { octet in
             !octet.isEmpty && octet.count <= 3 && octet.allSatisfy { $0.isASCII && $0.isNumber }
@@ -133,7 +109,7 @@ extension Config {
 }
 
 /// The environment as `Config` reads it: values trimmed, empty ones absent.
-struct EnvironmentReader {
+struct EnvironmentReader: Sendable {
     private let env: [String: String]
 
     init(_ env: [String: String]) { self.env = env }

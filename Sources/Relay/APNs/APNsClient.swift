@@ -53,6 +53,15 @@ package final class APNsClient: Sendable {
 
     deinit { shutdown() }
 
+    /// Each host the client has tried to reach, by authority, with its failures since the last connect (`/health`).
+    func reachability() -> [String: FailureStreak] {
+        var hosts: [String: FailureStreak] = [:]
+        for connection in [production, development] {
+            if let streak = connection.reachability.withLock({ $0 }) { hosts[connection.authority] = streak }
+        }
+        return hosts
+    }
+
     /// Closes both connections; pushes still waiting finish as not sent. Idempotent.
     package func shutdown() {
         production.close()

@@ -48,14 +48,18 @@ extension APNsConnection {
                                                proxy: proxy)
             link = try APNsLink(socket: socket, id: linksOpened)
             APNsConnection.openedCounter.add(1, ordering: .relaxed)
-            APNsConnection.reachability.withLock { $0[authority, default: FailureStreak()].succeeded() }
+            reachability.withLock { $0 = FailureStreak() }
             Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),
                                         "ms": String(monotonicMs() - started), "via": proxy?.description ?? "direct"])
         } catch {
             // Nothing was sent, so everyone waiting may retry; the client decides with its backoff.
             Log.warn("apns.connect_failed", ["host": authority, "error": "\(error)"])
             let time = SystemClock.monotonic()
-            APNsConnection.reachability.withLock { $0[authority, default: FailureStreak()].failed(at: time, error: "\(error)") }
+            reachability.withLock { streak in
+                var next = streak ?? FailureStreak()
+                next.failed(at: time, error: "\(error)")
+                streak = next
+            }
             nextConnectAt = monotonicMs() + Int64(options.reconnectDelayMs)
             for push in waiting.drain() { push.finish(.notSent("\(error)")) }
         }

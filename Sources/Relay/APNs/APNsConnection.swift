@@ -81,8 +81,9 @@ package final class APNsConnection: @unchecked Sendable {
     /// TLS + HTTP/2 connections opened to any APNs host since start-up (`/metrics`). Safe from any thread.
     package static var linksOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
     static let openedCounter = Atomic<Int>(0)
-    /// Connection attempts per host since the last success, for `/health` (`HealthVerdict`). Safe from any thread.
-    package static let reachability = Locked<[String: FailureStreak]>([:])
+    /// Connection attempts to this host since the last success, nil before the first, for `/health`
+    /// (`HealthVerdict`). This connection's own, so two clients in one process (tests) never mix. Safe from any thread.
+    let reachability = Locked<FailureStreak?>(nil)
 
     /// Sends one request on this host and waits for its answer (or timeout). Safe from any task.
     func send(_ request: APNsRequest) async -> APNsExchange {

@@ -131,7 +131,7 @@ import Testing
     }
 
     @Test func helpListsTheKey() {
-        #expect(Config.variables.contains { $0.name == "PREFECT_API_KEY" })
+        #expect(Settings.all.contains { $0.name == "PREFECT_API_KEY" })
     }
 }
 

@@ -92,13 +92,35 @@ import Testing
     }
 
     @Test func helpListsEveryVariable() {
-        let names = Set(Config.variables.map(\.name))
+        let names = Set(Settings.all.map(\.name))
         for name in ["PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "PREFECT_UI_URL", "APNS_KEY", "APNS_KEY_PATH",
                      "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC", "DB_PATH", "PORT", "BASE_PATH", "APNS_PRODUCTION_URL",
                      "APNS_DEVELOPMENT_URL", "APNS_CA_FILE", "PREFECT_CA_FILE", "PREFECT_API_SSL_CERT_FILE", "LOG_LEVEL",
                      "LOG_FORMAT", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"] {
             #expect(names.contains(name))
         }
+    }
+
+    /// Each default is written once, in its `Setting`: what `--help` shows is what an unset variable gives.
+    @Test func helpShowsTheDefaultsConfigUses() throws {
+        let unset = try config([:])
+        let shown = Dictionary(uniqueKeysWithValues: Settings.all.map { ($0.name, $0.defaultValue) })
+        #expect(Settings.all.count == shown.count)  // no name twice
+        #expect(shown["PORT"] == String(unset.port))
+        #expect(shown["MAX_DEVICES"] == String(unset.maxDevices))
+        #expect(shown["HEALTH_GRACE_SECONDS"] == String(unset.healthGrace))
+        #expect(shown["HEALTH_STARTUP_SECONDS"] == String(unset.healthStartup))
+        #expect(shown["APNS_TOPIC"] == unset.apnsTopic)
+        #expect(shown["DB_PATH"] == unset.dbPath)
+        #expect(shown["API_BIND"] == unset.apiBind)
+        #expect(shown["METRICS_BIND"] == unset.metricsBind)
+        #expect(shown["LOG_LEVEL"] == unset.logLevel.rawValue)
+        #expect(shown["LOG_FORMAT"] == unset.logFormat.rawValue)
+        #expect(shown["APNS_PRODUCTION_URL"] == unset.apnsProduction.string)
+        #expect(shown["APNS_DEVELOPMENT_URL"] == unset.apnsDevelopment.string)
+        #expect(error(minimal.merging(["LOG_LEVEL": "loud"]) { $1 })?.problem
+            == "must be debug, info, warn or error, got \"loud\"")
+        #expect(error(minimal.merging(["LOG_FORMAT": "xml"]) { $1 })?.problem == "must be logfmt or json, got \"xml\"")
     }
 
     /// Prefect's own name for the CA bundle is accepted too; both at once only when they agree.
@@ -126,6 +148,6 @@ import Testing
         for bad in ["0", "-1", "many", "20000000"] {
             #expect(error(minimal.merging(["MAX_DEVICES": bad]) { $1 })?.variable == "MAX_DEVICES")
         }
-        #expect(Config.variables.contains { $0.name == "MAX_DEVICES" })
+        #expect(Settings.all.contains { $0.name == "MAX_DEVICES" })
     }
 }

@@ -67,6 +67,6 @@ import Testing
                 _ = try Config(environment: base.merging(["HEALTH_STARTUP_SECONDS": value]) { $1 })
             }
         }
-        #expect(Config.variables.contains { $0.name == "HEALTH_STARTUP_SECONDS" && $0.defaultValue == "60" })
+        #expect(Settings.all.contains { $0.name == "HEALTH_STARTUP_SECONDS" && $0.defaultValue == "60" })
     }
 }

@@ -171,7 +171,7 @@ extension SharedPrefect {
             defer { TestFiles.removeTree(dir) }
             let help = try ChildProcess(RelayProcess.binary, ["--help"], environment: [:], logPath: dir + "/h.log")
             #expect(help.waitForExit(timeout: 10) == 0)
-            for name in Config.variables.map(\.name) { #expect(help.log.contains(name)) }
+            for name in Settings.all.map(\.name) { #expect(help.log.contains(name)) }
             let version = try ChildProcess(RelayProcess.binary, ["--version"], environment: [:], logPath: dir + "/v.log")
             #expect(version.waitForExit(timeout: 10) == 0)
             #expect(version.log.hasPrefix("prefect-push "))

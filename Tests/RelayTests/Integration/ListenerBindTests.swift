@@ -79,7 +79,7 @@ import Testing
                 }
             }
         }
-        #expect(Config.variables.contains { $0.name == "API_BIND" && $0.meaning.contains("IPv4") })
+        #expect(Settings.all.contains { $0.name == "API_BIND" && $0.meaning.contains("IPv4") })
     }
 
     // MARK: - Helpers
