@@ -170,7 +170,7 @@ enum Check {
         events.start()
         let timeout = Task {
             try? await Task.sleep(for: .seconds(15))
-            sink.yield(.disconnected(reason: "no answer within 15 s", retryIn: 0))
+            sink.yield(.disconnected(.lost, reason: "no answer within 15 s", retryIn: 0))
         }
         var first: SocketMessage?
         for await message in messages {
@@ -219,17 +219,17 @@ enum Check {
         switch message {
         case .subscribed?:
             return Line(.ok, name, "\(where_) accepted the auth message (auth_success)")
-        case .disconnected(let reason, _)? where reason.hasPrefix("1008"):
+        case .disconnected(.credentialRefused, let reason, _)?:
             return Line(.failed, name, "\(where_) refused the auth message (close \(reason))", fix: credentialFix(config))
-        case .disconnected(let reason, _)? where reason.hasPrefix("403 ") || reason.includes("HTTP/1.1 403"):
+        case .disconnected(.upgradeForbidden, let reason, _)?:
             return Line(.failed, name, "\(where_) refused the upgrade (\(reason))",
                         fix: "a proxy in front of Prefect must pass WebSocket upgrades and the Sec-WebSocket-Protocol header")
-        case .disconnected(let reason, _)? where reason.hasPrefix("timeout"):
+        case .disconnected(.timedOut, let reason, _)?:
             return Line(.failed, name, "\(where_): \(reason)",
                         fix: "the server took the connection but never answered: check that PREFECT_API_URL reaches "
                             + "Prefect itself (not a proxy or load balancer that holds connections) and that the "
                             + "server is healthy")
-        case .disconnected(let reason, _)?:
+        case .disconnected(.lost, let reason, _)?:
             return Line(.failed, name, "\(where_): \(reason)", fix: reachFix(config))
         case .event?, nil:
             return Line(.failed, name, "\(where_): the socket ended without an answer", fix: reachFix(config))

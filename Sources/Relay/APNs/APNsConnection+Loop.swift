@@ -61,7 +61,7 @@ extension APNsConnection {
                 streak = next
             }
             nextConnectAt = monotonicMs() + Int64(options.reconnectDelayMs)
-            for push in waiting.drain() { push.finish(.notSent("\(error)")) }
+            for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
         }
     }
 
@@ -136,8 +136,8 @@ extension APNsConnection {
 
     private func shutDown() {
         if let link { retire(link, reason: "APNs client closed") }
-        for push in waiting.drain() { push.finish(.notSent("APNs client closed")) }
-        for push in takeInbox().pushes { push.finish(.notSent("APNs client closed")) }
+        for push in waiting.drain() { push.finish(.notSent(.closed)) }
+        for push in takeInbox().pushes { push.finish(.notSent(.closed)) }
         answers.flush()
     }
 }

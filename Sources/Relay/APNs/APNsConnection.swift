@@ -119,7 +119,7 @@ package final class APNsConnection: @unchecked Sendable {
         // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
         // (its first push's), and the loop always takes the inbox after draining the eventfd.
         switch accepted {
-        case nil: pushes.forEach { $0.finish(.notSent("APNs connection closed"), batched: false) }
+        case nil: pushes.forEach { $0.finish(.notSent(.closed), batched: false) }
         case true?: wake()
         case false?: break
         }

@@ -55,7 +55,7 @@ struct ContextGatherer: Sendable {
                 "order": "DESC",
             ],
             "limit": 50,
-        ], run: runID) : .failure(HTTPFailure(reason: "not read: the socket followed the run"))
+        ], run: runID) : .failure(HTTPFailure(.skipped, "not read: the socket followed the run"))
         // The flow's name, read beside the run when the event didn't carry it.
         async let eventFlow = knownFlowName == nil ? flowName(flowID) : knownFlowName
         guard let (run, movedOn) = await runRead else { return nil }

@@ -9,8 +9,32 @@ enum SocketMessage: Sendable {
     case subscribed
     /// One `{"type":"event","event":{…}}` message's `event`.
     case event(JSONValue)
-    /// The connection ended; a reconnect is scheduled after `retryIn` seconds.
-    case disconnected(reason: String, retryIn: Double)
+    /// The connection ended (`reason` is for the log); a reconnect is scheduled after `retryIn` seconds.
+    case disconnected(SocketEnd, reason: String, retryIn: Double)
+}
+
+/// How the events socket ended, as far as anything decides on it: the backoff, `/health`, `check`'s advice.
+enum SocketEnd: Sendable, Equatable {
+    /// Prefect refused the credential: a close 1008 after the auth message, or the upgrade answered 401.
+    case credentialRefused
+    /// The upgrade was answered 403: Prefect, or a proxy in front of it, refused it.
+    case upgradeForbidden
+    /// A stage (connect, TLS, upgrade, auth) did not finish within its deadline.
+    case timedOut
+    /// Anything else: the link dropped, a refused connect, a close with another code.
+    case lost
+
+    /// A refusal won't fix itself: no fast retries, and `/health` says so.
+    var isRefusal: Bool { self == .credentialRefused || self == .upgradeForbidden }
+
+    /// What a failed connect was, from lws's words: lws 4.1.6 reports a failed client connect only as text
+    /// (`client-handshake.c`), so its words are read here, once. A 403 counts only as a status, never as digits
+    /// anywhere: a reason naming port 40351 is no refusal.
+    static func ofConnectError(_ message: String) -> SocketEnd {
+        if message.includes("upgrade unauthorized") { return .credentialRefused }
+        if message.hasPrefix("403 ") || message.includes("HTTP/1.1 403") { return .upgradeForbidden }
+        return .lost
+    }
 }
 
 /// The client for Prefect's `/api/events/out` WebSocket (`src/prefect/server/api/events.py`) on the loop's vhost:
@@ -74,6 +98,8 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     private var inbox: [UInt8] = []
     private var lastOccurred: String?
     private var closeNote: String?
+    /// How this connection ended, once a close frame or a connect error said.
+    private var ending = SocketEnd.lost
     private var stopped = false
     private var generation = 0
     // C keeps pointers to these for the life of the context: owned here, freed in deinit.
@@ -141,6 +167,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
         enter(.connecting)
         closeNote = nil
+        ending = .lost
         var created: OpaquePointer?
         // lws writes the new wsi through `pwsi` during this call only (connect.c@v4.1.6): the pointer stays inside
         // the closure that makes it valid.
@@ -172,13 +199,14 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         guard !stopped else { return }
         disconnectsInARow += 1
         var delay = backoff.delay(failures: disconnectsInARow, random: random())
-        if SocketMessage.isAuthRejection(closeNote ?? reason) {
+        if ending.isRefusal {
             delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
         }
+        if ending == .lost && closeNote == nil && stalled { ending = .timedOut }
         let note = closeNote ?? (stalled ? "timeout: \(endedIn.stalledStage) did not finish within "
                                          + "\(EventsSocket.stageTimeout) s" : reason)
         if endedIn != .subscribed { connectFailed(note, retryIn: delay) }
-        deliver(.disconnected(reason: note, retryIn: delay))
+        deliver(.disconnected(ending, reason: note, retryIn: delay))
         generation += 1
         let expected = generation
         Task(executorPreference: RelayExecutor.shared) { [weak self] in
@@ -216,8 +244,9 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
                 // proxy and target. (Worded without "403": that would read as Prefect refusing the credential.)
                 message = "proxy \(proxy) refused CONNECT to \(url.host):\(url.port) (\(message)): check the "
                     + "user:pass@ in the proxy URL (407) and that the proxy allows this target, or list the host in NO_PROXY"
-            } else if SocketMessage.isAuthRejection(message) {
-                refused(message + " (the server refused the upgrade; check PREFECT_API_URL too)")
+            } else {
+                ending = SocketEnd.ofConnectError(message)
+                if ending.isRefusal { refused(message + " (the server refused the upgrade; check PREFECT_API_URL too)") }
             }
             disconnected(message)
         case LWS_CALLBACK_CLIENT_CLOSED:
@@ -285,7 +314,10 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         let code = Int(bytes[0]) << 8 | Int(bytes[1])
         let text = String(decoding: bytes.dropFirst(2).prefix(200), as: UTF8.self)
         closeNote = "\(code) \(text)"
-        if code == 1008 { refused(text) }
+        if code == 1008 {
+            ending = .credentialRefused
+            refused(text)
+        }
     }
 
     private func received(_ bytes: [UInt8]) {
@@ -316,7 +348,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     /// minute with the count (a refused credential has its own error line, `refused`).
     private func connectFailed(_ reason: String, retryIn: Double) {
         failedConnects += 1
-        guard !SocketMessage.isAuthRejection(reason) else { return }
+        guard !ending.isRefusal else { return }
         let fields: KeyValuePairs<String, String> = [
             "url": (url.tls ? "wss://" : "ws://") + url.authority + url.path + "/events/out", "reason": reason,
             "attempts": String(failedConnects), "retry_in_ms": String(Int(retryIn * 1000)),
@@ -356,16 +388,5 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             "resource": ["id_prefix": ["prefect.flow-run.", "prefect.artifact-collection."]],
         ]
         return JSONValue.object(["type": "filter", "filter": filter, "backfill": true]).encoded()
-    }
-}
-
-extension SocketMessage {
-    /// Whether a disconnect reason is Prefect refusing the credential: a close 1008 after the auth message, or the
-    /// upgrade answered 401 (lws: "ws upgrade unauthorized") or 403. It won't fix itself: no fast retries, and
-    /// `/health` says so.
-    static func isAuthRejection(_ reason: String) -> Bool {
-        // A 403 counts only as a status, never as digits anywhere: a reason naming port 40351 is no refusal.
-        reason.hasPrefix("1008") || reason.includes("upgrade unauthorized") || reason.hasPrefix("403 ")
-            || reason.includes("HTTP/1.1 403")
     }
 }

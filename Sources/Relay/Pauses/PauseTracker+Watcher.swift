@@ -36,14 +36,14 @@ extension PauseTracker {
             habits.sawRun(state.runID, flowID: state.flowID)
             if !state.isPaused { recentEvents.follow(state.runID) }
             apply(watcher.handle(.event(state), now: now()))
-        case .disconnected(let reason, let retryIn):
+        case .disconnected(let ending, let reason, let retryIn):
             if subscribed || Log.isEnabled(.debug) {
                 Log.warn("events.closed", ["reason": reason, "retry_in_ms": String(Int(retryIn * 1000))])
             }
             if subscribed { socketDownSince = SystemClock.monotonic() }
             subscribed = false
             recentEvents.stopFollowing()
-            authRejected = SocketMessage.isAuthRejection(reason)
+            authRejected = ending.isRefusal
             tally.count {
                 $0.subscribed = false
                 $0.reconnects += 1

@@ -9,7 +9,33 @@ struct HTTPReply: Sendable {
 
 /// Why an HTTP call got no answer: the peer was unreachable, too slow, or answered too much.
 struct HTTPFailure: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as callers may decide on it (the words are for the log).
+    enum Kind: Sendable, Equatable {
+        /// No connection to the server could be opened (DNS, TCP, TLS, the proxy).
+        case connectFailed
+        /// Every connection stayed busy until the call's deadline.
+        case noConnectionFree
+        /// Sent, and not answered within the call's deadline.
+        case timedOut
+        /// No whole answer came on the connection (it ended, or the answer broke a bound), after the one resend
+        /// the pool allows.
+        case connectionLost
+        /// The pool is stopping, or could not start its thread.
+        case notAccepted
+        /// The request itself could not be written (a line break or NUL in it).
+        case invalidRequest
+        /// Answered, but not with what the caller needed (a status, a body that isn't the expected JSON).
+        case unexpectedAnswer
+        /// Not asked at all: the caller chose not to (the socket already followed the run).
+        case skipped
+    }
+
+    let kind: Kind
     let reason: String
+    init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
     var description: String { reason }
 }
 

@@ -100,7 +100,7 @@ extension HTTPPool {
         case .failure(let error):
             Log.warn("prefect.http_connect_failed", ["host": origin.authority, "error": error.description])
             if let index = waiting.firstIndex(where: { $0.origin == origin }) {
-                waiting.remove(at: index).finish(.failure(HTTPFailure(reason: "\(origin.authority): \(error.description)")))
+                waiting.remove(at: index).finish(.failure(HTTPFailure(.connectFailed, "\(origin.authority): \(error.description)")))
             }
         }
     }

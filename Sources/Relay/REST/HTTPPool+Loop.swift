@@ -31,7 +31,7 @@ extension HTTPPool {
     private func expire(now: Int64) {
         waiting.removeAll { call in
             guard call.isFinished || now >= call.deadline else { return false }
-            call.finish(.failure(HTTPFailure(reason: "\(call.origin.authority): no connection free within "
+            call.finish(.failure(HTTPFailure(.noConnectionFree, "\(call.origin.authority): no connection free within "
                                                      + "\(call.call.timeoutSeconds) s")))
             return true
         }
@@ -64,7 +64,7 @@ extension HTTPPool {
     }
 
     private func timedOut(_ call: PooledCall) -> HTTPFailure {
-        HTTPFailure(reason: "\(call.origin.authority) did not answer within \(call.call.timeoutSeconds) s "
+        HTTPFailure(.timedOut, "\(call.origin.authority) did not answer within \(call.call.timeoutSeconds) s "
                             + "(the request stays open; asking again waits for its answer)")
     }
 
@@ -214,7 +214,7 @@ extension HTTPPool {
                 waiting.insert(call, at: 0)
                 Log.debug("prefect.http_retry", ["host": call.origin.authority, "reason": reason])
             } else {
-                call.finish(.failure(HTTPFailure(reason: "\(call.origin.authority): \(reason)")))
+                call.finish(.failure(HTTPFailure(.connectionLost, "\(call.origin.authority): \(reason)")))
             }
         case .idleClosed(let reason):
             drop(connection, reason: reason)
@@ -273,7 +273,7 @@ extension HTTPPool {
     }
 
     private func shutDown() {
-        let reason = HTTPFailure(reason: "the relay is shutting down")
+        let reason = HTTPFailure(.notAccepted, "the relay is shutting down")
         HTTPPool.inFlightGauge.add(-inFlightReported, ordering: .relaxed)
         inFlightReported = 0
         for connection in connections {

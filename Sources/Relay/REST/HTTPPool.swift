@@ -146,7 +146,7 @@ final class HTTPPool: @unchecked Sendable {
     func submit(_ call: HTTPCall, done: @escaping @Sendable (Result<HTTPReply, HTTPFailure>) -> Void) {
         guard let request = HTTP1Request.serialize(method: call.method, path: call.path, authority: call.url.authority,
                                                    headers: call.headers, body: call.body, userAgent: userAgent) else {
-            return done(.failure(HTTPFailure(reason: "refused to send a request with a line break or NUL in it")))
+            return done(.failure(HTTPFailure(.invalidRequest, "refused to send a request with a line break or NUL in it")))
         }
         let pending = PooledCall(call: call, request: request,
                                  deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000, done: done)
@@ -162,7 +162,7 @@ final class HTTPPool: @unchecked Sendable {
             return inbox.calls.count == 1
         }
         switch accepted {
-        case nil: pending.finish(.failure(HTTPFailure(reason: refusal)))
+        case nil: pending.finish(.failure(HTTPFailure(.notAccepted, refusal)))
         case true?: wake()
         case false?: break  // a wake-up for this batch is already on its way
         }

@@ -123,10 +123,10 @@ extension PrefectClient {
         case .failure(let failure): return .failure(failure)
         case .success(let reply) where reply.status == 200:
             guard let value = try? JSONParser.parse(reply.body), let items = value.array else {
-                return .failure(HTTPFailure(reason: "\(path) answered something other than a JSON array"))
+                return .failure(HTTPFailure(.unexpectedAnswer, "\(path) answered something other than a JSON array"))
             }
             return .success(items)
-        case .success(let reply): return .failure(HTTPFailure(reason: "\(path) answered \(reply.status)"))
+        case .success(let reply): return .failure(HTTPFailure(.unexpectedAnswer, "\(path) answered \(reply.status)"))
         }
     }
 }

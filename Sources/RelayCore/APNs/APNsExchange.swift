@@ -3,7 +3,7 @@ public enum APNsExchange: Sendable, Equatable {
     /// `retryAfter`: the `Retry-After` header in seconds (429 and 503 may carry it).
     case response(status: Int, apnsID: String?, body: [UInt8], retryAfter: Int? = nil)
     /// Never left this process (no connection, or closed first): a retry cannot double-send.
-    case notSent(String)
+    case notSent(NotSent)
     /// Went out, but the connection died before an answer: it may have been delivered.
     case lost(String)
     /// No answer before the deadline.
@@ -23,9 +23,24 @@ extension APNsOutcome {
             let reason = json?["reason"]?.string.map(APNsReason.init(rawValue:))
             self = .rejected(APNsRejection(status: status, reason: reason, timestamp: json?["timestamp"]?.int,
                                            apnsID: apnsID, retryAfter: retryAfter))
-        case .notSent(let why): self = .unreachable(why)
+        case .notSent(let why): self = .unreachable(why.description)
         case .lost(let why): self = .connectionLost(why)
         case .timedOut: self = .timedOut
+        }
+    }
+}
+
+/// Why a push never left this process.
+public enum NotSent: Sendable, Equatable, CustomStringConvertible {
+    /// No connection to the host could be opened; the words are the connect error's.
+    case connectFailed(String)
+    /// The client, or the connection it was queued on, closed first.
+    case closed
+
+    public var description: String {
+        switch self {
+        case .connectFailed(let error): error
+        case .closed: "APNs connection closed"
         }
     }
 }

@@ -44,7 +44,7 @@ import Testing
 
     @Test func unreachableIsNotCached() async {
         let script = Script()
-        script.answers.withLock { $0 = [.failure(HTTPFailure(reason: "refused")), .success(500), .success(200)] }
+        script.answers.withLock { $0 = [.failure(HTTPFailure(.connectFailed, "refused")), .success(500), .success(200)] }
         let auth = authorizer(script)
         guard case .unavailable = await auth.verdict(for: "x") else { Issue.record("expected 503"); return }
         guard case .unavailable = await auth.verdict(for: "x") else { Issue.record("expected 503"); return }

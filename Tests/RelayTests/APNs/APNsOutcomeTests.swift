@@ -62,7 +62,7 @@ import Testing
         #expect(APNsClient.outcome(of: .response(status: 200, apnsID: "id-2", body: [])) == .delivered(apnsID: "id-2"))
         #expect(APNsClient.outcome(of: .response(status: 500, apnsID: nil, body: Array("oops".utf8)))
             == .rejected(APNsRejection(status: 500, reason: nil)))
-        #expect(APNsClient.outcome(of: .notSent("x")) == .unreachable("x"))
+        #expect(APNsClient.outcome(of: .notSent(.connectFailed("x"))) == .unreachable("x"))
         #expect(APNsClient.outcome(of: .lost("y")) == .connectionLost("y"))
     }
 

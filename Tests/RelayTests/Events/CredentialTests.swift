@@ -18,15 +18,17 @@ import Testing
     }
 
     @Test func refusedCredentialEndings() {
-        for reason in ["1008 Invalid token", "1008 Auth required but no token provided", "HS: ws upgrade unauthorized"] {
-            #expect(SocketMessage.isAuthRejection(reason), "\(reason)")
-        }
+        #expect(SocketEnd.ofConnectError("HS: ws upgrade unauthorized") == .credentialRefused)
+        #expect(SocketEnd.ofConnectError("403 Forbidden") == .upgradeForbidden)
+        #expect(SocketEnd.ofConnectError("HS: got bad HTTP response HTTP/1.1 403 Forbidden") == .upgradeForbidden)
+        #expect(SocketEnd.credentialRefused.isRefusal && SocketEnd.upgradeForbidden.isRefusal)
+        #expect(!SocketEnd.lost.isRefusal && !SocketEnd.timedOut.isRefusal)
         // A port or an address with 403 in it is no refusal (a relay behind a proxy on port 40351 took every
         // failed connect for a refused credential and backed off to the maximum).
-        for reason in ["1006 ", "1002 Expected 'filter' message", "closed", "HS: ws upgrade response not 101",
-                       "connect failed", "proxy http://127.0.0.1:40351 refused CONNECT to prefect.test:4200 (proxy not h1)",
+        for reason in ["closed", "HS: ws upgrade response not 101", "connect failed",
+                       "proxy http://127.0.0.1:40351 refused CONNECT to prefect.test:4200 (proxy not h1)",
                        "timeout: the WebSocket upgrade to 10.4.0.3:8403 did not finish within 10 s"] {
-            #expect(!SocketMessage.isAuthRejection(reason), "\(reason)")
+            #expect(SocketEnd.ofConnectError(reason) == .lost, "\(reason)")
         }
     }
 }

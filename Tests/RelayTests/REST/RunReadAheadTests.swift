@@ -155,6 +155,6 @@ import Testing
         #expect(RunReadAhead.livePause(pause.event(age: RunReadAhead.maxEventAge + 1), now: now) == nil)
         #expect(RunReadAhead.livePause(pause.event(type: "RUNNING"), now: now) == nil)
         #expect(RunReadAhead.livePause(.subscribed, now: now) == nil)
-        #expect(RunReadAhead.livePause(.disconnected(reason: "x", retryIn: 1), now: now) == nil)
+        #expect(RunReadAhead.livePause(.disconnected(.lost, reason: "x", retryIn: 1), now: now) == nil)
     }
 }
