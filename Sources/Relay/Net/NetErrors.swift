@@ -1,4 +1,3 @@
-import CNGHTTP2
 import COpenSSL
 import Glibc
 
@@ -28,20 +27,6 @@ package struct TLSError: Error, CustomStringConvertible {
     @discardableResult
     package static func check(_ result: Int32, _ function: String) throws(TLSError) -> Int32 {
         guard result > 0 else { throw TLSError(function) }
-        return result
-    }
-}
-
-/// An nghttp2 library error code with the call that returned it.
-struct H2Error: Error, CustomStringConvertible {
-    let code: Int32
-    let function: String
-
-    var description: String { "\(function): \(String(cString: nghttp2_strerror(code)))" }
-
-    @discardableResult
-    static func check(_ result: Int32, _ function: String) throws(H2Error) -> Int32 {
-        guard result >= 0 else { throw H2Error(code: result, function: function) }
         return result
     }
 }
