@@ -13,34 +13,11 @@ enum SocketMessage: Sendable {
     case disconnected(SocketEnd, reason: String, retryIn: Double)
 }
 
-/// How the events socket ended, as far as anything decides on it: the backoff, `/health`, `check`'s advice.
-enum SocketEnd: Sendable, Equatable {
-    /// Prefect refused the credential: a close 1008 after the auth message, or the upgrade answered 401.
-    case credentialRefused
-    /// The upgrade was answered 403: Prefect, or a proxy in front of it, refused it.
-    case upgradeForbidden
-    /// A stage (connect, TLS, upgrade, auth) did not finish within its deadline.
-    case timedOut
-    /// Anything else: the link dropped, a refused connect, a close with another code.
-    case lost
-
-    /// A refusal won't fix itself: no fast retries, and `/health` says so.
-    var isRefusal: Bool { self == .credentialRefused || self == .upgradeForbidden }
-
-    /// What a failed connect was, from lws's words: lws 4.1.6 reports a failed client connect only as text
-    /// (`client-handshake.c`), so its words are read here, once. A 403 counts only as a status, never as digits
-    /// anywhere: a reason naming port 40351 is no refusal.
-    static func ofConnectError(_ message: String) -> SocketEnd {
-        if message.includes("upgrade unauthorized") { return .credentialRefused }
-        if message.hasPrefix("403 ") || message.includes("HTTP/1.1 403") { return .upgradeForbidden }
-        return .lost
-    }
-}
-
 /// The client for Prefect's `/api/events/out` WebSocket (`src/prefect/server/api/events.py`) on the loop's vhost:
 /// subprotocol `prefect`, `{"type":"auth","token":…}`, then one `filter` for `prefect.flow-run.*` events with
 /// `occurred.until` a year ahead (the server applies `until` to live events too) and backfill on.
-/// Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
+/// When to connect, what a stage's deadline or a refusal means and what to log is `EventsSession`'s (RelayCore, pure);
+/// this class makes the lws calls its actions ask for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
 /// silent (`retryPolicy`). Every stage before that has a deadline (`stageTimeout`): the TCP connect and TLS handshake
 /// and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage that runs
 /// out is a disconnect like any other, named after the stage. Loop thread only, except `start()`/`stop()`, which hop
@@ -54,21 +31,8 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     let protocolName = "prefect"
     static let maxMessage = 1024 * 1024
 
-    /// Where a connection is; each stage before `subscribed` has `stageTimeout` to finish.
-    private enum Phase {
-        case idle, connecting, upgrading, authenticating, subscribed
-
-        /// What did not finish when a connection ended in this phase after its deadline.
-        var stalledStage: String {
-            switch self {
-            case .idle, .connecting: "the TCP connect or TLS handshake"
-            case .upgrading: "the WebSocket upgrade (no HTTP answer)"
-            case .authenticating, .subscribed: "the auth message (no auth_success)"
-            }
-        }
-    }
-    /// Seconds each stage may take: lws's `timeout_secs` on this loop's context, and the auth reply's own timer.
-    static let stageTimeout: Int32 = 10
+    /// Seconds each stage may take (`EventsSession.stageTimeout`): lws's `timeout_secs` on this loop's context.
+    static let stageTimeout = EventsSession.stageTimeout
 
     weak var loop: WebSocketsLoop?
     private let url: HTTPURL
@@ -78,30 +42,16 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     private let authorization: String?
     private let credentialFix: String
     private let credentialName: String
-    /// A refusal was already logged at error level; repeats (every backoff maximum) go to debug until one succeeds.
-    private var refusalLogged = false
     private let deliver: @Sendable (SocketMessage) -> Void
-    private let backoff = Backoff.eventsSocket
-    /// Disconnects since the last subscribe: the backoff's n.
-    private var disconnectsInARow = 0
+    /// The policy: phases, deadlines, backoff, refusals, what to log. Loop thread only.
+    private var session = EventsSession()
     private let random: @Sendable () -> Double
     private let now: @Sendable () -> Double
 
     private var wsi: OpaquePointer?
-    private var phase = Phase.idle
-    private var stageStarted = 0.0
-    /// Failed connects since the last subscription, and when one was last logged at warn level (at most once a
-    /// minute after the first, so a Prefect that stays away writes a line a minute, not one per attempt).
-    private var failedConnects = 0
-    private var lastFailureLogged = -Double.infinity
     private var outbox: [String] = []
     private var inbox: [UInt8] = []
     private var lastOccurred: String?
-    private var closeNote: String?
-    /// How this connection ended, once a close frame or a connect error said.
-    private var ending = SocketEnd.lost
-    private var stopped = false
-    private var generation = 0
     // C keeps pointers to these for the life of the context: owned here, freed in deinit.
     private let cStrings: [UnsafeMutablePointer<CChar>]
     private let retryTable: UnsafeMutablePointer<UInt32>
@@ -140,20 +90,59 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     }
 
     /// Connects (from any thread).
-    func start() { loop?.perform { self.connect() } }
+    func start() { loop?.perform { self.run(self.session.start(now: SystemClock.monotonic())) } }
 
     /// Closes the socket and stops reconnecting (from any thread).
     func stop() {
-        loop?.perform {
-            self.stopped = true
-            if let wsi = self.wsi { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        loop?.perform { self.run(self.session.stop()) }
+    }
+
+    // MARK: - Carrying out the session's actions
+
+    private func run(_ actions: [EventsSession.Action]) {
+        for action in actions {
+            switch action {
+            case .connect:
+                connect()
+            case .authenticate(let seconds):
+                guard let wsi else { continue }
+                // lws times the connect and the upgrade; the auth reply is timed here, cleared by auth_success.
+                lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, seconds)
+                let token: JSONValue = authToken.map { .string($0) } ?? .null
+                send(JSONValue.object(["type": "auth", "token": token]).encoded())
+            case .subscribed:
+                if let wsi { lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0) }
+                send(filterMessage())
+                deliver(.subscribed)
+            case .logRefusal(let reason, let first):
+                let fields: KeyValuePairs<String, String> = ["reason": reason, "credential": credentialName,
+                                                              "fix": credentialFix]
+                if first { Log.error("events.auth_rejected", fields) } else { Log.debug("events.auth_rejected", fields) }
+            case .logConnectFailed(let reason, let attempts, let retryIn, let warn):
+                let fields: KeyValuePairs<String, String> = [
+                    "url": (url.tls ? "wss://" : "ws://") + url.authority + url.path + "/events/out", "reason": reason,
+                    "attempts": String(attempts), "retry_in_ms": String(Int(retryIn * 1000)),
+                    "via": proxy?.description ?? "direct",
+                ]
+                if warn { Log.warn("events.connect_failed", fields) } else { Log.debug("events.connect_failed", fields) }
+            case .disconnected(let ending, let reason, let retryIn):
+                deliver(.disconnected(ending, reason: reason, retryIn: retryIn))
+            case .reconnect(let delay, let generation):
+                Task(executorPreference: RelayExecutor.shared) { [weak self] in
+                    try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+                    guard let self else { return }
+                    self.loop?.perform { self.run(self.session.reconnectDue(generation: generation, now: SystemClock.monotonic())) }
+                }
+            case .close:
+                if let wsi { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+            }
         }
     }
 
     // MARK: - Connecting
 
     private func connect() {
-        guard !stopped, wsi == nil, let loop else { return }
+        guard let loop else { return }
         var info = lws_client_connect_info()
         info.context = loop.lwsContext
         info.address = UnsafePointer(cStrings[0])
@@ -165,9 +154,6 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         info.protocol = UnsafePointer(cStrings[3])
         info.local_protocol_name = UnsafePointer(cStrings[3])
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
-        enter(.connecting)
-        closeNote = nil
-        ending = .lost
         var created: OpaquePointer?
         // lws writes the new wsi through `pwsi` during this call only (connect.c@v4.1.6): the pointer stays inside
         // the closure that makes it valid.
@@ -178,42 +164,25 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         }
         if connected == nil {
             // lws reports CLIENT_CONNECTION_ERROR itself when it got that far; otherwise retry from here.
-            if created == nil && phase == .connecting { disconnected("could not start the connection") }
+            if created == nil && session.connected && session.phase == .connecting {
+                ended("could not start the connection")
+            }
         } else {
             wsi = created
         }
     }
 
-    private func enter(_ next: Phase) {
-        phase = next
-        stageStarted = SystemClock.monotonic()
+    /// The connection is over: lws is done with the wsi, and the session decides what follows.
+    private func ended(_ reason: String) {
+        forget()
+        run(session.ended(reason, now: SystemClock.monotonic(), random: random()))
     }
 
-    private func disconnected(_ reason: String) {
-        let endedIn = phase
-        let stalled = endedIn != .subscribed && SystemClock.monotonic() - stageStarted >= Double(EventsSocket.stageTimeout) - 0.5
+    /// lws is done with the wsi: nothing touches it again, and what was queued for it goes.
+    private func forget() {
         wsi = nil
-        phase = .idle
         outbox.removeAll()
         inbox.removeAll()
-        guard !stopped else { return }
-        disconnectsInARow += 1
-        var delay = backoff.delay(failures: disconnectsInARow, random: random())
-        if ending.isRefusal {
-            delay = max(delay, backoff.maximum)  // a refused credential won't fix itself: don't hammer the server
-        }
-        if ending == .lost && closeNote == nil && stalled { ending = .timedOut }
-        let note = closeNote ?? (stalled ? "timeout: \(endedIn.stalledStage) did not finish within "
-                                         + "\(EventsSocket.stageTimeout) s" : reason)
-        if endedIn != .subscribed { connectFailed(note, retryIn: delay) }
-        deliver(.disconnected(ending, reason: note, retryIn: delay))
-        generation += 1
-        let expected = generation
-        Task(executorPreference: RelayExecutor.shared) { [weak self] in
-            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            guard let self else { return }
-            self.loop?.perform { if self.generation == expected { self.connect() } }
-        }
     }
 
     // MARK: - Callbacks
@@ -222,14 +191,10 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         guard let wsi, wsi == self.wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR else { return 0 }
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-            enter(.upgrading)
+            session.upgrading(now: SystemClock.monotonic())
             return appendHeaders(wsi, input, length)
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
-            enter(.authenticating)
-            // lws times the connect and the upgrade; the auth reply is timed here, cleared by auth_success.
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, EventsSocket.stageTimeout)
-            let token: JSONValue = authToken.map { .string($0) } ?? .null
-            send(JSONValue.object(["type": "auth", "token": token]).encoded())
+            run(session.established(now: SystemClock.monotonic()))
         case LWS_CALLBACK_CLIENT_RECEIVE:
             return receive(wsi, input, length)
         case LWS_CALLBACK_CLIENT_WRITEABLE:
@@ -239,24 +204,23 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             guard wsi == self.wsi || self.wsi == nil else { return 0 }
             var message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
-            if let proxy, message.hasPrefix("proxy") {
+            let proxyRefused = proxy != nil && message.hasPrefix("proxy")
+            if let proxy, proxyRefused {
                 // lws's words for a CONNECT answered with anything but 200 (or a proxy that hung up): say which
                 // proxy and target. (Worded without "403": that would read as Prefect refusing the credential.)
                 message = "proxy \(proxy) refused CONNECT to \(url.host):\(url.port) (\(message)): check the "
                     + "user:pass@ in the proxy URL (407) and that the proxy allows this target, or list the host in NO_PROXY"
-            } else {
-                ending = SocketEnd.ofConnectError(message)
-                if ending.isRefusal { refused(message + " (the server refused the upgrade; check PREFECT_API_URL too)") }
             }
-            disconnected(message)
+            forget()
+            run(session.connectError(message, viaProxyRefusal: proxyRefused, now: SystemClock.monotonic(), random: random()))
         case LWS_CALLBACK_CLIENT_CLOSED:
-            disconnected("closed")
+            ended("closed")
         case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
             // Closed before the upgrade was answered: lws's own deadline, or the server hung up on the request.
-            disconnected("closed before the upgrade was answered")
+            ended("closed before the upgrade was answered")
         case LWS_CALLBACK_WSI_DESTROY:
             // Only reached for a wsi still ours: lws is freeing one that ended without any callback above.
-            disconnected("connection ended")
+            ended("connection ended")
         default:
             break
         }
@@ -313,11 +277,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         let bytes = UnsafeRawBufferPointer(start: input, count: length)
         let code = Int(bytes[0]) << 8 | Int(bytes[1])
         let text = String(decoding: bytes.dropFirst(2).prefix(200), as: UTF8.self)
-        closeNote = "\(code) \(text)"
-        if code == 1008 {
-            ending = .credentialRefused
-            refused(text)
-        }
+        run(session.closeFrame(code: code, text: text))
     }
 
     private func received(_ bytes: [UInt8]) {
@@ -327,14 +287,7 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         }
         switch message["type"]?.string {
         case "auth_success":
-            enter(.subscribed)
-            if let wsi { lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0) }
-            refusalLogged = false
-            failedConnects = 0
-            lastFailureLogged = -Double.infinity
-            disconnectsInARow = 0
-            send(filterMessage())
-            deliver(.subscribed)
+            run(session.authSucceeded(now: SystemClock.monotonic()))
         case "event":
             guard let event = message["event"] else { return }
             if let occurred = event["occurred"]?.string { lastOccurred = occurred }
@@ -342,32 +295,6 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
         default:
             Log.debug("events.ignored", ["type": message["type"]?.string ?? "?"])
         }
-    }
-
-    /// A connection that ended before it was subscribed: the first of a run of failures is a warning, then one a
-    /// minute with the count (a refused credential has its own error line, `refused`).
-    private func connectFailed(_ reason: String, retryIn: Double) {
-        failedConnects += 1
-        guard !ending.isRefusal else { return }
-        let fields: KeyValuePairs<String, String> = [
-            "url": (url.tls ? "wss://" : "ws://") + url.authority + url.path + "/events/out", "reason": reason,
-            "attempts": String(failedConnects), "retry_in_ms": String(Int(retryIn * 1000)),
-            "via": proxy?.description ?? "direct",
-        ]
-        if SystemClock.monotonic() - lastFailureLogged >= 60 {
-            lastFailureLogged = SystemClock.monotonic()
-            Log.warn("events.connect_failed", fields)
-        } else {
-            Log.debug("events.connect_failed", fields)
-        }
-    }
-
-    /// Prefect refused the credential: one clear error line (then debug lines while it keeps refusing).
-    private func refused(_ reason: String) {
-        let fields: KeyValuePairs<String, String> = ["reason": reason, "credential": credentialName,
-                                                      "fix": credentialFix]
-        if refusalLogged { Log.debug("events.auth_rejected", fields) } else { Log.error("events.auth_rejected", fields) }
-        refusalLogged = true
     }
 
     private func send(_ text: String) {
