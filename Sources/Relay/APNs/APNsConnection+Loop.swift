@@ -17,17 +17,22 @@ extension APNsConnection {
                 return
             }
             let now = monotonicMs()
-            if now >= nextExpiryCheck {
-                // Deadlines are checked a few times a second, not per frame: 10 s timeouts don't need more.
+            let next = policy.turn(now: now, waiting: !waiting.isEmpty, linkOpen: link != nil)
+            if next.expireDeadlines {
                 waiting.expire(now: now)
                 link?.expire(now: now)
-                nextExpiryCheck = now + 50
             }
-            if link == nil, !waiting.isEmpty, now >= nextConnectAt { openLink() }
+            if next.connect { openLink() }
             if let link {
                 submitWaiting(on: link)
                 link.transmit()
-                checkHealth(of: link, now: now)
+                switch policy.health(of: link.facts(), now: now) {
+                case .fine: break
+                case .ping:
+                    link.ping(now: now)
+                    link.transmit()
+                case .failed(let reason): link.failure = reason
+                }
                 if link.isFinished {
                     retire(link, reason: link.failure ?? "connection finished")
                     continue
@@ -60,13 +65,13 @@ extension APNsConnection {
                 next.failed(at: time, error: "\(error)")
                 streak = next
             }
-            nextConnectAt = monotonicMs() + Int64(options.reconnectDelayMs)
+            policy.connectFailed(now: monotonicMs())
             for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
         }
     }
 
     private func submitWaiting(on link: APNsLink) {
-        let limit = link.streamLimit(cap: options.maxConcurrentStreams)
+        let limit = policy.streamLimit(of: link.facts())
         var submitted = 0
         while link.streams.count < limit, link.acceptsStreams, let push = waiting.popFirst() {
             if push.isFinished { continue }
@@ -81,20 +86,6 @@ extension APNsConnection {
         }
     }
 
-    private func checkHealth(of link: APNsLink, now: Int64) {
-        if let sent = link.pingSentAt {
-            if now - sent >= Int64(options.pingTimeoutMs) { link.failure = "no PING ack in \(options.pingTimeoutMs) ms" }
-        } else if now >= nextPing(of: link) {
-            link.ping(now: now)
-            link.transmit()
-        }
-    }
-
-    /// When a quiet link is PINGed: soon while answers are owed, after a long idle otherwise.
-    private func nextPing(of link: APNsLink) -> Int64 {
-        link.lastReadAt + Int64(link.streams.isEmpty ? options.pingIntervalMs : min(options.busyPingMs, options.pingIntervalMs))
-    }
-
     /// Drops a link: its unanswered-but-unsent pushes go back to the front of the queue for a fresh link.
     private func retire(_ old: APNsLink, reason: String) {
         old.close(reason: reason)
@@ -105,17 +96,11 @@ extension APNsConnection {
         Log.info("apns.disconnected", ["host": authority, "connection": String(old.id), "reason": reason,
                                        "resend": String(resent)])
         // A link that died on an error waits before the next attempt; a GOAWAY'd one is replaced at once.
-        if old.failure != nil { nextConnectAt = monotonicMs() + Int64(options.reconnectDelayMs) }
+        policy.retired(failed: old.failure != nil, now: monotonicMs())
     }
 
     private func waitForEvents(now: Int64) {
-        var timeout: Int64 = -1
-        func soonest(_ at: Int64) { timeout = timeout < 0 ? max(0, at - now) : min(timeout, max(0, at - now)) }
-        if !waiting.isEmpty || !(link?.streams.isEmpty ?? true) { soonest(nextExpiryCheck) }
-        if link == nil, !waiting.isEmpty { soonest(nextConnectAt) }
-        if let link {
-            soonest(link.pingSentAt.map { $0 + Int64(options.pingTimeoutMs) } ?? nextPing(of: link))
-        }
+        let timeout = policy.pollTimeout(now: now, waiting: !waiting.isEmpty, link: link?.facts())
         // A direct send onto an idle link wakes the loop (`sendDirectly`), so these timers are all there is.
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         if let link {

@@ -19,16 +19,8 @@ package final class APNsConnection: @unchecked Sendable {
         /// Per-request deadline: a push with no answer by then finishes `.timedOut`.
         package var requestTimeoutMs = 10_000
         var connectTimeoutMs = 5_000
-        /// PING after this long without reading anything, and drop the link if the ack takes `pingTimeoutMs`.
-        var pingIntervalMs = 45_000
-        /// The same while requests are waiting for an answer: a link that went silent under load (or accepted TLS
-        /// and never spoke HTTP/2) is replaced within `busyPingMs + pingTimeoutMs`, well inside 10 s.
-        var busyPingMs = 3_000
-        var pingTimeoutMs = 5_000
-        /// Minimum gap before reconnecting after a failure: APNs treats connection churn as an attack.
-        var reconnectDelayMs = 1_000
-        /// Upper bound on concurrent streams whatever the peer allows.
-        var maxConcurrentStreams = 1_000
+        /// PINGs, reconnect delay, stream cap: the link policy's (`APNsLinkPolicy`).
+        package var link = APNsLinkPolicy.Options()
 
         init() {}
     }
@@ -58,9 +50,10 @@ package final class APNsConnection: @unchecked Sendable {
     // Loop-thread state.
     var link: APNsLink?
     var waiting = PushQueue()
-    var nextConnectAt: Int64 = 0
     var linksOpened = 0
-    var nextExpiryCheck: Int64 = 0
+    /// When to check deadlines, connect, PING; how many streams: decided here, done by the loop. Loop-bound (its
+    /// `turn` lock).
+    var policy: APNsLinkPolicy
     /// Answers for `submit`ted pushes, handed over once per loop turn.
     let answers = AnswerBatch()
 
@@ -72,6 +65,7 @@ package final class APNsConnection: @unchecked Sendable {
         self.authority = authority
         self.tls = tls
         self.options = options
+        policy = APNsLinkPolicy(options: options.link)
         wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
         // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
@@ -133,7 +127,7 @@ package final class APNsConnection: @unchecked Sendable {
         guard pushes.count <= Self.directSendLimit, turn.tryLock() else { return false }
         defer { turn.unlock() }
         guard let link, link.failure == nil, link.acceptsStreams, waiting.isEmpty,
-              link.streams.count + pushes.count <= link.streamLimit(cap: options.maxConcurrentStreams),
+              link.streams.count + pushes.count <= policy.streamLimit(of: link.facts()),
               inbox.withLock({ !$0.closing && !$0.recycle && $0.pushes.isEmpty })
         else { return false }
         // The loop went to sleep on an idle link, until its long idle PING: it must learn of these streams' deadlines

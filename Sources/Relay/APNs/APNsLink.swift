@@ -1,5 +1,6 @@
 import CNGHTTP2
 import Glibc
+import RelayCore
 
 /// One live HTTP/2 connection to an APNs host: owns the TLS socket and the nghttp2 client session.
 /// Created and dropped by one `APNsConnection` loop thread, and used only with that connection's `turn` lock held
@@ -50,11 +51,11 @@ final class APNsLink {
 
     // MARK: - Streams
 
-    /// How many streams may be open at once right now.
-    func streamLimit(cap: Int) -> Int {
-        guard confirmed, let session else { return 1 }
-        let peer = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
-        return max(1, min(peer, cap))
+    /// What the connection's policy (`APNsLinkPolicy`) needs to know of this link.
+    func facts() -> APNsLinkPolicy.Link {
+        let peer = session.map { Int(nghttp2_session_get_remote_settings($0, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)) } ?? 1
+        return APNsLinkPolicy.Link(lastReadAt: lastReadAt, pingSentAt: pingSentAt, openStreams: streams.count,
+                                   confirmed: confirmed && session != nil, peerStreamLimit: peer)
     }
 
     var acceptsStreams: Bool {

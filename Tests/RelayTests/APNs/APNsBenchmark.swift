@@ -32,7 +32,7 @@ import Testing
 
     private func benchClient(_ harness: APNsHarness, streams: Int) throws -> APNsClient {
         var options = APNsClient.Options()
-        options.connection.maxConcurrentStreams = streams
+        options.connection.link.maxConcurrentStreams = streams
         options.connection.requestTimeoutMs = 120_000
         let credentials = Config.APNsCredentials(key: .file(APNsFixtures.keyPath), keyID: APNsFixtures.keyID,
                                                  teamID: APNsFixtures.teamID)

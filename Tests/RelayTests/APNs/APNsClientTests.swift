@@ -234,7 +234,7 @@ import Testing
     @Test func unreachableHostFailsFastAsRetryable() async throws {
         let port = 1  // nothing listens on tcpmux: connect is refused at once
         var options = APNsClient.Options()
-        options.connection.reconnectDelayMs = 10
+        options.connection.link.reconnectDelayMs = 10
         options.retry = Backoff(initial: 0.01, maximum: 0.01, jitter: 0, limit: 1)
         let credentials = Config.APNsCredentials(key: .file(APNsFixtures.keyPath), keyID: APNsFixtures.keyID,
                                                  teamID: APNsFixtures.teamID)
@@ -253,7 +253,7 @@ import Testing
     /// the loop's next wake-up.
     @Test func fanOutToAnUnreachableHostIsAnsweredAtOnce() async throws {
         var options = APNsClient.Options()
-        options.connection.reconnectDelayMs = 10
+        options.connection.link.reconnectDelayMs = 10
         let credentials = Config.APNsCredentials(key: .file(APNsFixtures.keyPath), keyID: APNsFixtures.keyID,
                                                  teamID: APNsFixtures.teamID)
         let client = try APNsClient(credentials: credentials,

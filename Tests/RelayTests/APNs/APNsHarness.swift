@@ -18,9 +18,9 @@ struct APNsHarness {
         var options = APNsClient.Options()
         options.connection.requestTimeoutMs = requestTimeoutMs
         options.connection.connectTimeoutMs = 2_000
-        options.connection.reconnectDelayMs = 50
-        options.connection.pingIntervalMs = pingIntervalMs
-        options.connection.pingTimeoutMs = pingTimeoutMs
+        options.connection.link.reconnectDelayMs = 50
+        options.connection.link.pingIntervalMs = pingIntervalMs
+        options.connection.link.pingTimeoutMs = pingTimeoutMs
         options.retry = retry
         let credentials = Config.APNsCredentials(key: .file(keyPath), keyID: APNsFixtures.keyID, teamID: APNsFixtures.teamID)
         client = try APNsClient(credentials: credentials,
