@@ -37,12 +37,9 @@ extension HTTPPool {
         }
         for connection in connections {
             guard let call = connection.call else {
-                let idle = now - connection.idleSince
-                if idle >= Int64(options.idleTimeoutMs) {
-                    drop(connection, reason: "idle")
-                } else if idle >= Int64(options.extraIdleMs),
-                          count(of: connection.origin) > options.maxConnectionsPerHost {
-                    drop(connection, reason: "idle beyond the pool's normal size")
+                if let reason = policy.idleClose(since: connection.idleSince, openToOrigin: count(of: connection.origin),
+                                                 now: now) {
+                    drop(connection, reason: reason)
                 }
                 continue
             }
@@ -57,7 +54,7 @@ extension HTTPPool {
                 Log.debug("prefect.http_abandoned", ["host": call.origin.authority, "connection": String(connection.id),
                                                      "path": call.call.path])
             }
-            if call.isAbandoned, now - call.sentAt >= Int64(options.abandonedHoldMs) {
+            if policy.holdIsOver(view(call), now: now) {
                 drop(connection, reason: "no answer within \(options.abandonedHoldMs / 1000) s")
             }
         }
@@ -96,41 +93,29 @@ extension HTTPPool {
         for call in waiting where !origins.contains(call.origin) { origins.append(call.origin) }
         for origin in origins {
             let pending = connecting.values.count { $0 == origin }
-            let limit = limit(for: origin, now: now)
-            var open = count(of: origin)
+            let mine = connections.filter { $0.origin == origin }
+            let idle = mine.filter(\.isIdle)
+            let abandoned = mine.filter { $0.call?.isAbandoned == true && $0.call?.joined.isEmpty == true }
+                .sorted { $0.call!.sentAt < $1.call!.sentAt }
             // Calls held back by their group's limit need no connection yet.
-            var needed = waiting.count { $0.origin == origin && !atGroupLimit($0) } - pending
-            // A retried call waits for a fresh connection: idle reused ones must make room for it at the limit.
-            while needed > 0, open >= limit,
-                  let idle = connections.first(where: { $0.origin == origin && $0.isIdle }) {
-                drop(idle, reason: "making room for a fresh connection")
-                open -= 1
+            let needed = waiting.count { $0.origin == origin && !atGroupLimit($0) } - pending
+            let plan = policy.plan(needed: needed, open: count(of: origin), limit: policy.limit(mine.map(view), now: now),
+                                   idle: idle.count, abandoned: abandoned.count)
+            for connection in idle.prefix(plan.closeIdle) { drop(connection, reason: "making room for a fresh connection") }
+            for connection in abandoned.prefix(plan.closeAbandoned) {
+                drop(connection, reason: "making room: its caller gave up and new calls wait")
             }
-            // At the hard cap with calls waiting: an abandoned request nobody waits for gives up its connection.
-            while needed > 0, open >= limit,
-                  limit >= options.maxConnectionsPerHost + options.extraConnectionsPerHost,
-                  let oldest = connections.filter({ $0.origin == origin && $0.call?.isAbandoned == true
-                                                    && $0.call?.joined.isEmpty == true })
-                                          .min(by: { $0.call!.sentAt < $1.call!.sentAt }) {
-                drop(oldest, reason: "making room: its caller gave up and new calls wait")
-                open -= 1
-            }
-            while needed > 0, open < limit {
-                startConnect(origin)
-                needed -= 1
-                open += 1
-            }
+            for _ in 0..<plan.open { startConnect(origin) }
         }
     }
 
-    /// How many connections `origin` may have now: the normal size, plus one for each request open `slowMs` or
-    /// longer (up to `extraConnectionsPerHost`). Reads Prefect answers in time keep the pool at its normal size.
-    private func limit(for origin: Origin, now: Int64) -> Int {
-        let slow = connections.count { connection in
-            guard connection.origin == origin, let call = connection.call else { return false }
-            return now - call.sentAt >= Int64(options.slowMs)
-        }
-        return options.maxConnectionsPerHost + min(slow, options.extraConnectionsPerHost)
+    private func view(_ call: PooledCall) -> HTTPPoolPolicy.OpenRequest {
+        HTTPPoolPolicy.OpenRequest(sentAt: call.sentAt, deadline: call.deadline, abandoned: call.isAbandoned,
+                                   stalled: call.stalled, joinedDeadlines: call.joined.map(\.deadline))
+    }
+
+    private func view(_ connection: HTTPConnection) -> HTTPPoolPolicy.Connection {
+        connection.call.map { .busy(view($0)) } ?? .idle(since: connection.idleSince)
     }
 
     /// The open request `call` repeats, sent for a caller that gave up on it.
@@ -144,7 +129,7 @@ extension HTTPPool {
     /// `call`'s group has as many requests open as it may.
     private func atGroupLimit(_ call: PooledCall) -> Bool {
         guard let group = call.call.group else { return false }
-        return connections.count { $0.call?.call.group == group } >= options.maxInFlightPerGroup
+        return policy.groupIsFull(open: connections.count { $0.call?.call.group == group })
     }
 
     /// Counts requests that became stalled, logs while any is (at most once per `stallWarningEveryMs`) and updates
@@ -154,7 +139,7 @@ extension HTTPPool {
         var newly = 0
         var oldest: PooledCall?
         for connection in connections {
-            guard let call = connection.call, now - call.sentAt >= Int64(options.stallMs) else { continue }
+            guard let call = connection.call, policy.isStalled(sentAt: call.sentAt, now: now) else { continue }
             stalled += 1
             if oldest == nil || call.sentAt < oldest!.sentAt { oldest = call }
             if !call.stalled {
@@ -169,7 +154,7 @@ extension HTTPPool {
         }
         HTTPPool.stalledCounter.add(newly, ordering: .relaxed)
         stalledSinceWarning += newly
-        guard let oldest, lastStallWarning.map({ now - $0 >= Int64(options.stallWarningEveryMs) }) ?? true else {
+        guard let oldest, policy.stallWarningDue(now: now, lastWarning: lastStallWarning) else {
             return
         }
         lastStallWarning = now
@@ -237,24 +222,9 @@ extension HTTPPool {
     // MARK: - Waiting
 
     private func waitForEvents(now: Int64) {
-        var timeout: Int64 = -1
-        func soonest(_ at: Int64) { timeout = timeout < 0 ? max(0, at - now) : min(timeout, max(0, at - now)) }
-        // A moment already past is not waited for again (a call at the cap, a connection at the normal size).
-        func upcoming(_ at: Int64) { if at > now { soonest(at) } }
-        for call in waiting { soonest(call.deadline) }
-        for connection in connections {
-            if let call = connection.call {
-                soonest(call.isAbandoned ? call.sentAt + Int64(options.abandonedHoldMs) : call.deadline)
-                for joined in call.joined { soonest(joined.deadline) }
-                if !waiting.isEmpty { upcoming(call.sentAt + Int64(options.slowMs)) }
-                upcoming(call.sentAt + Int64(options.stallMs))
-                if call.stalled, let last = lastStallWarning { upcoming(last + Int64(options.stallWarningEveryMs)) }
-            } else {
-                soonest(connection.idleSince + Int64(options.idleTimeoutMs))
-                upcoming(connection.idleSince + Int64(options.extraIdleMs))
-            }
-        }
-        for pending in opening { soonest(pending.deadline) }
+        let timeout = policy.pollTimeout(now: now, waitingDeadlines: waiting.map(\.deadline),
+                                         connections: connections.map(view), connectDeadlines: opening.map(\.deadline),
+                                         lastStallWarning: lastStallWarning)
         let polled = connections
         let connects = opening
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]

@@ -29,23 +29,11 @@ import Synchronization
 /// `@unchecked Sendable`: only `send(_:)` and `close()` may be called from any thread; they touch nothing but the
 /// `inbox` lock and the eventfd. Every other stored `var` belongs to the loop thread.
 final class HTTPPool: @unchecked Sendable {
+    /// The scheduling numbers (pool size, slow and stalled requests, holds, idle times) are the policy's
+    /// (`HTTPPoolPolicy.Options`), read and set through here as if they were this struct's own.
+    @dynamicMemberLookup
     struct Options: Sendable {
-        var maxConnectionsPerHost = 6
-        /// Connections opened on top of `maxConnectionsPerHost` in place of slow requests.
-        var extraConnectionsPerHost = 6
-        /// A request with no answer this long is slow: it stops counting against `maxConnectionsPerHost`. Prefect
-        /// answers a read in a few ms to a few tens of ms.
-        var slowMs = 200
-        /// A request with no answer this long is stalled (logged, counted).
-        var stallMs = 1_000
-        /// How long a request whose caller gave up keeps its connection, waiting for the answer.
-        var abandonedHoldMs = 60_000
-        /// Requests of one group (`HTTPCall.group`) open at once; a pause reads its run, artifacts and events together.
-        var maxInFlightPerGroup = 3
-        var idleTimeoutMs = 30_000
-        /// Idle time after which a connection beyond `maxConnectionsPerHost` is closed.
-        var extraIdleMs = 5_000
-        var stallWarningEveryMs = 10_000
+        var policy = HTTPPoolPolicy.Options()
         var connectTimeoutMs = 5_000
         /// Extra CA file for https origins (PREFECT_CA_FILE), on top of the system roots.
         var caFile: String?
@@ -57,6 +45,11 @@ final class HTTPPool: @unchecked Sendable {
         init(caFile: String? = nil, proxy: ProxyRule = .none) {
             self.caFile = caFile
             self.proxy = proxy
+        }
+
+        subscript<Value>(dynamicMember keyPath: WritableKeyPath<HTTPPoolPolicy.Options, Value>) -> Value {
+            get { policy[keyPath: keyPath] }
+            set { policy[keyPath: keyPath] = newValue }
         }
     }
 
@@ -93,6 +86,8 @@ final class HTTPPool: @unchecked Sendable {
     static let maxResponse = 8 * 1024 * 1024
 
     let options: Options
+    /// What to close, open and wait for: decided here, done by the loop.
+    let policy: HTTPPoolPolicy
     let userAgent = "prefect-push/\(BuildInfo.version)"
     private let wakeSignal: WakeSignal
     private let inbox = Locked(Inbox())
@@ -112,6 +107,7 @@ final class HTTPPool: @unchecked Sendable {
 
     init(options: Options = Options()) throws(IOError) {
         self.options = options
+        policy = HTTPPoolPolicy(options: options.policy)
         wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2): a peer that hung up must give EPIPE, not kill the process.
         signal(SIGPIPE, SIG_IGN)

@@ -1,0 +1,162 @@
+/// The Prefect REST pool's scheduling policy as pure functions of what its loop holds: when an idle connection goes,
+/// when a request nobody waits for gives its connection up, how many connections an origin may have (slow requests
+/// make room for more), which connections make way for waiting calls and how many to open, when a request counts as
+/// stalled and a warning is due, and how long the loop may sleep. `HTTPPool`'s loop passes values and the time
+/// (monotonic ms) in and does what comes out; sockets, TLS and the callers' answers stay there. Tested without a
+/// socket or a clock (`HTTPPoolPolicyTests`).
+public struct HTTPPoolPolicy: Sendable {
+    public struct Options: Sendable, Equatable {
+        public var maxConnectionsPerHost = 6
+        /// Connections opened on top of `maxConnectionsPerHost` in place of slow requests.
+        public var extraConnectionsPerHost = 6
+        /// A request with no answer this long is slow: it stops counting against `maxConnectionsPerHost`. Prefect
+        /// answers a read in a few ms to a few tens of ms.
+        public var slowMs = 200
+        /// A request with no answer this long is stalled (logged, counted).
+        public var stallMs = 1_000
+        /// How long a request whose caller gave up keeps its connection, waiting for the answer.
+        public var abandonedHoldMs = 60_000
+        /// Requests of one group (`HTTPCall.group`) open at once; a pause reads its run, artifacts and events together.
+        public var maxInFlightPerGroup = 3
+        public var idleTimeoutMs = 30_000
+        /// Idle time after which a connection beyond `maxConnectionsPerHost` is closed.
+        public var extraIdleMs = 5_000
+        public var stallWarningEveryMs = 10_000
+
+        public init() {}
+    }
+
+    /// A request open on a connection.
+    public struct OpenRequest: Sendable, Equatable {
+        public var sentAt: Int64
+        /// When its caller gets a timeout.
+        public var deadline: Int64
+        /// Its caller was answered already (a timeout); the request stays open at the server.
+        public var abandoned: Bool
+        /// Already counted as stalled.
+        public var stalled: Bool
+        /// The deadlines of the calls waiting on its answer (the same request asked again).
+        public var joinedDeadlines: [Int64]
+
+        public init(sentAt: Int64, deadline: Int64, abandoned: Bool = false, stalled: Bool = false,
+                    joinedDeadlines: [Int64] = []) {
+            self.sentAt = sentAt
+            self.deadline = deadline
+            self.abandoned = abandoned
+            self.stalled = stalled
+            self.joinedDeadlines = joinedDeadlines
+        }
+    }
+
+    /// A connection of one origin: carrying a request, or idle since a time.
+    public enum Connection: Sendable, Equatable {
+        case idle(since: Int64)
+        case busy(OpenRequest)
+    }
+
+    /// What waiting calls need of one origin's connections this turn.
+    public struct Plan: Sendable, Equatable {
+        /// Idle connections to close (the first ones found) to make room for fresh ones.
+        public var closeIdle = 0
+        /// Connections whose abandoned request nobody waits for, oldest request first, to close at the hard cap.
+        public var closeAbandoned = 0
+        /// Connections to open.
+        public var open = 0
+
+        public init(closeIdle: Int = 0, closeAbandoned: Int = 0, open: Int = 0) {
+            self.closeIdle = closeIdle
+            self.closeAbandoned = closeAbandoned
+            self.open = open
+        }
+    }
+
+    public let options: Options
+
+    public init(options: Options = Options()) { self.options = options }
+
+    /// Why an idle connection is closed now, or nil to keep it: unused for `idleTimeoutMs`, or for `extraIdleMs`
+    /// while its origin has more than its normal size open (`openToOrigin` counts those being opened too).
+    public func idleClose(since: Int64, openToOrigin: Int, now: Int64) -> String? {
+        let idle = now - since
+        if idle >= Int64(options.idleTimeoutMs) { return "idle" }
+        if idle >= Int64(options.extraIdleMs), openToOrigin > options.maxConnectionsPerHost {
+            return "idle beyond the pool's normal size"
+        }
+        return nil
+    }
+
+    /// An abandoned request has held its connection long enough: the connection is closed.
+    public func holdIsOver(_ request: OpenRequest, now: Int64) -> Bool {
+        request.abandoned && now - request.sentAt >= Int64(options.abandonedHoldMs)
+    }
+
+    /// How many connections an origin may have now: the normal size, plus one for each request open `slowMs` or
+    /// longer (up to `extraConnectionsPerHost`). Reads Prefect answers in time keep the pool at its normal size.
+    public func limit(_ connections: [Connection], now: Int64) -> Int {
+        let slow = connections.count { connection in
+            guard case .busy(let request) = connection else { return false }
+            return now - request.sentAt >= Int64(options.slowMs)
+        }
+        return options.maxConnectionsPerHost + min(slow, options.extraConnectionsPerHost)
+    }
+
+    /// A group with this many requests open takes no more.
+    public func groupIsFull(open: Int) -> Bool { open >= options.maxInFlightPerGroup }
+
+    /// `needed` calls want a connection of an origin with `open` open or opening, `limit` allowed, `idle` of them idle
+    /// (only a call that must go on a fresh one, a retried call, can be waiting beside an idle connection) and
+    /// `abandoned` busy with a request nobody waits for.
+    public func plan(needed: Int, open: Int, limit: Int, idle: Int, abandoned: Int) -> Plan {
+        var plan = Plan()
+        guard needed > 0 else { return plan }
+        var open = open
+        // A retried call waits for a fresh connection: idle reused ones make room for it at the limit.
+        while open >= limit, plan.closeIdle < idle {
+            plan.closeIdle += 1
+            open -= 1
+        }
+        // At the hard cap with calls waiting: an abandoned request nobody waits for gives up its connection.
+        if limit >= options.maxConnectionsPerHost + options.extraConnectionsPerHost {
+            while open >= limit, plan.closeAbandoned < abandoned {
+                plan.closeAbandoned += 1
+                open -= 1
+            }
+        }
+        plan.open = min(needed, max(0, limit - open))
+        return plan
+    }
+
+    /// A request sent at `sentAt` has gone `stallMs` without an answer.
+    public func isStalled(sentAt: Int64, now: Int64) -> Bool { now - sentAt >= Int64(options.stallMs) }
+
+    /// A `prefect.reads_stalled` line may be written (at most one per `stallWarningEveryMs`).
+    public func stallWarningDue(now: Int64, lastWarning: Int64?) -> Bool {
+        lastWarning.map { now - $0 >= Int64(options.stallWarningEveryMs) } ?? true
+    }
+
+    /// How long the loop may sleep in poll() (ms; -1: until woken): the soonest caller deadline, abandoned hold,
+    /// idle expiry or connect deadline, and the moments a request turns slow (only while calls wait), turns stalled
+    /// or is due another stall warning. A moment already past is not waited for again.
+    public func pollTimeout(now: Int64, waitingDeadlines: [Int64], connections: [Connection], connectDeadlines: [Int64],
+                            lastStallWarning: Int64?) -> Int64 {
+        var timeout: Int64 = -1
+        func soonest(_ at: Int64) { timeout = timeout < 0 ? max(0, at - now) : min(timeout, max(0, at - now)) }
+        func upcoming(_ at: Int64) { if at > now { soonest(at) } }
+        waitingDeadlines.forEach(soonest)
+        for connection in connections {
+            switch connection {
+            case .busy(let request):
+                soonest(request.abandoned ? request.sentAt + Int64(options.abandonedHoldMs) : request.deadline)
+                request.joinedDeadlines.forEach(soonest)
+                if !waitingDeadlines.isEmpty { upcoming(request.sentAt + Int64(options.slowMs)) }
+                upcoming(request.sentAt + Int64(options.stallMs))
+                if request.stalled, let last = lastStallWarning { upcoming(last + Int64(options.stallWarningEveryMs)) }
+            case .idle(let since):
+                soonest(since + Int64(options.idleTimeoutMs))
+                upcoming(since + Int64(options.extraIdleMs))
+            }
+        }
+        connectDeadlines.forEach(soonest)
+        return timeout
+    }
+}
