@@ -84,7 +84,7 @@ extension Setting where Value: RawRepresentable & CaseIterable, Value.RawValue =
         Setting(name, meaning, default: value.rawValue) { env, name throws(ConfigError) in
             guard let given = env.value(name) else { return value }
             guard let parsed = Value(rawValue: given.lowercased()) else {
-                let names = Value.allCases.map(\.rawValue)
+                let names = Value.allCases.map { $0.rawValue }  // no key path into a generic type: see `Retries.due`
                 let list = names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " or " + names.last!
                 throw ConfigError(name, "must be \(list), got \"\(given.prefix(20))\"")
             }

@@ -91,8 +91,10 @@ public struct Retries<Key: Hashable & Comparable & Sendable>: Sendable {
 
     public mutating func succeeded(_ key: Key) { entries[key] = nil }
 
-    /// Keys whose time has come, oldest first. They stay scheduled until `succeeded` or `failed`.
+    /// Keys whose time has come, oldest first. They stay scheduled until `succeeded` or `failed`. (Closures, not key
+    /// paths: a key path into this generic type is built at run time on every call, through the runtime's demangler,
+    /// whose code pages then stayed resident: +0.3 MB idle RSS.)
     public func due(now: Double) -> [Key] {
-        entries.filter { $0.value.at <= now }.sorted { ($0.value.at, $0.key) < ($1.value.at, $1.key) }.map(\.key)
+        entries.filter { $0.value.at <= now }.sorted { ($0.value.at, $0.key) < ($1.value.at, $1.key) }.map { $0.key }
     }
 }
