@@ -22,7 +22,7 @@ STRICT_FLAGS  := -Xswiftc -warnings-as-errors -Xcc -Werror
 # image); `make build PACK_RELOCS=` gives a binary 1.1 MB larger that runs on glibc 2.35 (Ubuntu 22.04).
 # Functions are laid out in the order of deploy/symbol-order.txt (`make symbol-order` writes it): the code that runs
 # at start-up and idle first, the pause path next, so fewer of the binary's pages stay resident. Our modules are
-# compiled a section per function so that the order applies function by function. README "Footprint" has the
+# compiled a section per function so that the order applies function by function. docs/benchmarks.md "Footprint" has the
 # numbers (and why not -Osize), `make size-report` where the bytes go.
 PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
 STRIP_FLAGS   ?= -Xlinker --strip-all
@@ -309,7 +309,7 @@ demo: deps
 	tools/demo.sh
 
 # Where the release binary's bytes go: relinks it with a linker map (only the link runs again) and sums the map by
-# library and Swift module, by section kind and by archive member (tools/size-report.py). README "Footprint".
+# library and Swift module, by section kind and by archive member (tools/size-report.py). docs/benchmarks.md "Footprint".
 size-report: build
 	rm -f $(BIN) && $(SWIFT) build $(RELEASE_FLAGS) -Xlinker -Map=$(CURDIR)/.build/prefect-push.map --product prefect-push
 	$(PYTHON) tools/size-report.py .build/prefect-push.map $(BIN)

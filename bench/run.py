@@ -185,7 +185,7 @@ class RelayRun:
         # BENCH_RELAY_BIN: another relay build to compare (A/B), else the release build.
         binary = os.environ.get("BENCH_RELAY_BIN") or os.path.join(BIN, "prefect-push")
         # The system roots as the image has them (it sets neither variable): some machines point SSL_CERT_FILE at
-        # the bundle for their own tools, which would have the relay parse it whole at start-up (README "Footprint").
+        # the bundle for their own tools, which would have the relay parse it whole at start-up (docs/benchmarks.md "Footprint").
         process = await spawn(binary, env=env, stdout=err, stderr=err, unset=("SSL_CERT_FILE", "SSL_CERT_DIR"))
         err.close()
         return cls(process, port, spawned, directory)

@@ -60,7 +60,7 @@ done
 cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 # The same roots one file each, named by subject hash (Debian's links, made by update-ca-certificates): the relay
 # reads the one a chain names when it needs it instead of parsing the whole bundle at start-up (SystemRoots;
-# README "Footprint"). So SSL_CERT_FILE is not set: it would ask for the bundle.
+# docs/benchmarks.md "Footprint"). So SSL_CERT_FILE is not set: it would ask for the bundle.
 roots=0
 for cert in /etc/ssl/certs/[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f].[0-9]*; do
     [ -e "$cert" ] || continue  # the pattern itself when nothing matched

@@ -2,7 +2,7 @@
 # Builds the OpenSSL the release binary links: Debian's own OpenSSL 3.0 source (the newest bookworm or
 # bookworm-security has), configured with only what the relay and libwebsockets use. Debian's libcrypto.a carries
 # every algorithm, and the default provider's tables reach nearly all of them, so the linker keeps 3.3 MB of it; this
-# one is 1.6 MB (README "Footprint").
+# one is 1.6 MB (docs/benchmarks.md "Footprint").
 #
 #   deploy/openssl.sh OUT      -> OUT/lib/libcrypto.a, OUT/lib/libssl.a, OUT/VERSION (skipped when already built)
 #

@@ -2,7 +2,7 @@
 # Builds the SQLite the release binary links: Debian's own SQLite source (the version libsqlite3-dev has in
 # bookworm), as one amalgamation compiled with only what the store uses. Debian's libsqlite3.a keeps 0.84 MB in the
 # binary (FTS3/4/5, R*Tree, JSON, sessions, load_extension and one .text per source file, so a function the store
-# never calls still comes with its file); this one about 0.4 MB (README "Footprint").
+# never calls still comes with its file); this one about 0.4 MB (docs/benchmarks.md "Footprint").
 #
 #   deploy/sqlite.sh OUT      -> OUT/lib/libsqlite3.a, OUT/VERSION (skipped when already built)
 #

@@ -220,7 +220,7 @@ async def stop_container(containers: Containers, name: str, problems: list[str])
 
 
 async def resident_mib(containers: Containers, name: str) -> float | None:
-    """The relay's VmRSS in MiB, read from the host's /proc (for the log: README "Footprint" quotes it)."""
+    """The relay's VmRSS in MiB, read from the host's /proc (for the log: docs/benchmarks.md "Footprint" quotes it)."""
     pid = (await containers.state(name)).get("Pid")
     try:
         with open(f"/proc/{pid}/status") as f:

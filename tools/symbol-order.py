@@ -3,7 +3,7 @@
 
 Most of the relay's idle memory is the binary's code pages, and the kernel maps a file's pages 64 kB at a time around
 each fault: a few functions touched in each 64 kB window keep the whole window resident. Placing the functions that
-run together next to each other keeps fewer windows resident (README "Footprint").
+run together next to each other keeps fewer windows resident (docs/benchmarks.md "Footprint").
 
 It runs an unstripped release build (argument 1) under valgrind's callgrind twice, against the scripted Prefect
 (bench/peer.py) and the release fake APNs, on 127.0.0.1:

@@ -61,9 +61,8 @@ extension APNsConnection {
             Log.warn("apns.connect_failed", ["host": authority, "error": "\(error)"])
             let time = SystemClock.monotonic()
             reachability.withLock { streak in
-                var next = streak ?? FailureStreak()
-                next.failed(at: time, error: "\(error)")
-                streak = next
+                streak = streak ?? FailureStreak()
+                streak?.failed(at: time, error: "\(error)")
             }
             policy.connectFailed(now: monotonicMs())
             for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }

@@ -18,7 +18,7 @@ enum SocketMessage: Sendable {
 /// `occurred.until` a year ahead (the server applies `until` to live events too) and backfill on.
 /// When to connect, what a stage's deadline or a refusal means and what to log is `EventsSession`'s (RelayCore, pure);
 /// this class makes the lws calls its actions ask for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
-/// silent (`retryPolicy`). Every stage before that has a deadline (`stageTimeout`): the TCP connect and TLS handshake
+/// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and TLS handshake
 /// and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage that runs
 /// out is a disconnect like any other, named after the stage. Loop thread only, except `start()`/`stop()`, which hop
 /// onto the loop.
@@ -30,9 +30,6 @@ enum SocketMessage: Sendable {
 final class EventsSocket: LWSHandler, @unchecked Sendable {
     let protocolName = "prefect"
     static let maxMessage = 1024 * 1024
-
-    /// Seconds each stage may take (`EventsSession.stageTimeout`): lws's `timeout_secs` on this loop's context.
-    static let stageTimeout = EventsSession.stageTimeout
 
     weak var loop: WebSocketsLoop?
     private let url: HTTPURL

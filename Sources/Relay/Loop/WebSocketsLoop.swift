@@ -132,7 +132,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         // the directory goes in instead, from the callback lws makes once the context exists.
         if clientRootsDirectory != nil { info.options |= UInt64(LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS) }
         // The deadline of each stage of a client connection (TCP, TLS, the upgrade's answer): `EventsSocket`'s.
-        info.timeout_secs = UInt32(EventsSocket.stageTimeout)
+        info.timeout_secs = UInt32(EventsSession.stageTimeout)
         info.keepalive_timeout = 5
         info.max_http_header_data = 8192
         info.max_http_header_pool = 64

@@ -111,7 +111,7 @@ extension HTTPPool {
 
     private func view(_ call: PooledCall) -> HTTPPoolPolicy.OpenRequest {
         HTTPPoolPolicy.OpenRequest(sentAt: call.sentAt, deadline: call.deadline, abandoned: call.isAbandoned,
-                                   stalled: call.stalled, joinedDeadlines: call.joined.map(\.deadline))
+                                   stalled: call.stalled, joinedDeadline: call.joined.lazy.map(\.deadline).min())
     }
 
     private func view(_ connection: HTTPConnection) -> HTTPPoolPolicy.Connection {

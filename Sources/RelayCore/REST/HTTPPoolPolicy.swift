@@ -35,16 +35,16 @@ public struct HTTPPoolPolicy: Sendable {
         public var abandoned: Bool
         /// Already counted as stalled.
         public var stalled: Bool
-        /// The deadlines of the calls waiting on its answer (the same request asked again).
-        public var joinedDeadlines: [Int64]
+        /// The soonest deadline of the calls waiting on its answer (the same request asked again), if any.
+        public var joinedDeadline: Int64?
 
         public init(sentAt: Int64, deadline: Int64, abandoned: Bool = false, stalled: Bool = false,
-                    joinedDeadlines: [Int64] = []) {
+                    joinedDeadline: Int64? = nil) {
             self.sentAt = sentAt
             self.deadline = deadline
             self.abandoned = abandoned
             self.stalled = stalled
-            self.joinedDeadlines = joinedDeadlines
+            self.joinedDeadline = joinedDeadline
         }
     }
 
@@ -147,7 +147,7 @@ public struct HTTPPoolPolicy: Sendable {
             switch connection {
             case .busy(let request):
                 soonest(request.abandoned ? request.sentAt + Int64(options.abandonedHoldMs) : request.deadline)
-                request.joinedDeadlines.forEach(soonest)
+                if let joined = request.joinedDeadline { soonest(joined) }
                 if !waitingDeadlines.isEmpty { upcoming(request.sentAt + Int64(options.slowMs)) }
                 upcoming(request.sentAt + Int64(options.stallMs))
                 if request.stalled, let last = lastStallWarning { upcoming(last + Int64(options.stallWarningEveryMs)) }
