@@ -349,8 +349,8 @@ rest-client-bench: deps-apt $(PREFECT) release-inputs
 	sh bench/rest-client/size.sh .build/rest-client $(STATIC_DIR)/openssl/lib
 
 # Thousands of pauses and resumes against the scripted Prefect and the fake APNs (bench/soak.py), the relay's RSS,
-# descriptors and store sampled as they go: fails if RSS trends upwards after the warm-up (a least-squares slope over
-# 0.5 KiB per pause), descriptors don't come back, the store outgrows its bounds or keeps a message without rows, or
+# descriptors and store sampled as they go: fails if memory trends upwards after the warm-up (a least-squares slope of
+# the heap in use, net of SQLite's page cache, over 0.5 KiB per pause), descriptors don't come back, the store outgrows its bounds or keeps a message without rows, or
 # the relay crashes or hangs at its stop. Release builds; ~2 minutes for 10,000 pauses; writes bench/soak-results.json
 # (`make docs-tables` puts it in docs/testing.md). `make test` runs SOAK_SMOKE_PAUSES of it, sampled every
 # SOAK_SMOKE_EVERY (11 samples after the 2,500-pause warm-up). SOAK_ARGS for more options, e.g.

@@ -101,9 +101,14 @@ def soak_table(results: dict) -> str:
             ("warm-up; samples after it", f"{count(results.get('warmup'))} pauses; {m.get('samples', '–')}")]
     if w and e:
         rows += [("resident memory at warm-up → end", f"{w['rss_kib'] / 1024:.2f} → {e['rss_kib'] / 1024:.2f} MiB"),
-                 ("RSS slope after warm-up (bound)", f"{m['slope_kib_per_pause']:+.4f} KiB/pause "
+                 (f"{m.get('judged', 'RSS')} slope after warm-up (bound)",
+                  f"{m.get('judged_slope_kib_per_pause', m['slope_kib_per_pause']):+.4f} KiB/pause "
                   f"({m['max_slope_kib_per_pause']})"),
-                 ("RSS noise around the slope (residuals' std. dev.)", f"{m['noise_kib']} KiB"),
+                 ("noise around that slope (residuals' std. dev.)",
+                  f"{m.get('judged_noise_kib', m['noise_kib'])} KiB"),
+                 ("whole RSS slope; SQLite's page cache slope", f"{m['slope_kib_per_pause']:+.4f} KiB/pause; "
+                  + (f"{m['sqlite_cache_slope_kib_per_pause']:+.4f} KiB/pause"
+                     if m.get('sqlite_cache_slope_kib_per_pause') is not None else "not reported")),
                  ("RssAnon slope, noise", f"{m['anon_slope_kib_per_pause']:+.4f} KiB/pause, {m['anon_noise_kib']} KiB"),
                  ("descriptors at warm-up → end", f"{w['fds']} → {e['fds']}"),
                  ("database at the end; largest log", f"{e['store_bytes'] / 1024:,.0f} KiB; "

@@ -8,7 +8,8 @@ proves nothing. Runs in a second (no servers); `make test` runs it first.
   tools/bad-input.py failed()    a 5xx, a dead relay, a non-JSON answer, a device the battery wrote, a request left
                                  without an answer, a relay that crashed or hung at stop
   tools/slow-connections.py failed()  a dead relay, a starved /health, a failed registration, a late alert, a crash
-  bench/soak.py memory_verdict()  resident memory growing 1 KiB per pause, too few samples to tell
+  bench/soak.py memory_verdict()  resident memory growing 1 KiB per pause (alone, or beside SQLite's filling
+                                 cache), too few samples to tell
   tools/harness.py bad_ending()   a death by signal, an exit code the scenario did not cause, a hang at stop
 """
 import importlib.util
@@ -144,16 +145,27 @@ expect("slow-connections: a relay that crashed at stop fails",
        slow.failed({**fine, "relay_ending_problem": harness.bad_ending("the relay", -6)}, False) != [])
 
 
-def samples(per_pause_kib: float, wobble_kib: int = 0) -> list[dict]:
-    """RSS every 50 pauses from 2,500 to 3,000 (the smoke's samples after its warm-up), from 30 MiB."""
-    return [{"pauses": n, "rss_kib": 30_720 + int(per_pause_kib * (n - 2500)) + (wobble_kib if i % 2 else -wobble_kib),
-             "anon_kib": 0} for i, n in enumerate(range(2500, 3001, 50))]
+def samples(per_pause_kib: float, wobble_kib: int = 0, heap_per_pause_kib: float | None = None) -> list[dict]:
+    """RSS every 50 pauses from 2,500 to 3,000 (the smoke's samples after its warm-up), from 30 MiB; with
+    `heap_per_pause_kib`, the relay's gauges too: the heap in use net of SQLite's page cache grows from 3 MiB at
+    that rate, steadily (it is not paged)."""
+    out = []
+    for i, n in enumerate(range(2500, 3001, 50)):
+        rss = 30_720 + int(per_pause_kib * (n - 2500)) + (wobble_kib if i % 2 else -wobble_kib)
+        net = 3072 + int(heap_per_pause_kib * (n - 2500)) if heap_per_pause_kib is not None else None
+        out.append({"pauses": n, "rss_kib": rss, "anon_kib": 0, "sqlite_cache_kib": 256 if net is not None else None,
+                    "heap_net_kib": net})
+    return out
 
 
 bound = soak.MAX_SLOPE_KIB
 expect("soak: flat memory with page-sized noise passes", soak.memory_verdict(samples(0, 300), 2500, bound, 8)["ok"])
 expect("soak: memory growing 1 KiB per pause fails", not soak.memory_verdict(samples(1.0), 2500, bound, 8)["ok"])
 expect("soak: 1 KiB per pause under noise fails", not soak.memory_verdict(samples(1.0, 300), 2500, bound, 8)["ok"])
+expect("soak: RSS creeping as the arenas and page cache fill, with a flat heap, passes",
+       soak.memory_verdict(samples(1.0, 300, heap_per_pause_kib=0.2), 2500, bound, 8)["ok"])
+expect("soak: a heap growing 1 KiB per pause fails, whatever the RSS does",
+       not soak.memory_verdict(samples(0, 300, heap_per_pause_kib=1.0), 2500, bound, 8)["ok"])
 expect("soak: too few samples to tell a trend fails", not soak.memory_verdict(samples(0)[:3], 2500, bound, 8)["ok"])
 
 expect("endings: exit 0 passes", harness.bad_ending("relay", 0) is None)

@@ -29,6 +29,11 @@ int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes) {
     return mallopt(M_TRIM_THRESHOLD, trim_bytes) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_bytes) == 1 ? 0 : -1;
 }
 
+size_t CShims_malloc_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}
+
 int CShims_accept_cloexec(int fd, int nonblocking) {
     return accept4(fd, NULL, NULL, SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0));
 }

@@ -14,6 +14,9 @@ enum Allocator {
     /// `mmap` threshold is fixed above it (setting the first stops glibc raising the second by itself), so the
     /// fan-out's arrays come from the arenas rather than from a map and unmap each. The resident size after a
     /// 10k-device fan-out is the same within 0.3 MB (`docs/benchmarks.md`). Overrides `GLIBC_TUNABLES`' two settings.
+    /// Bytes malloc has handed out and not had back (`CShims_malloc_in_use`): what a leak grows.
+    static func inUseBytes() -> Int { Int(CShims_malloc_in_use()) }
+
     static func configure() {
         // Refused only for values out of range; the defaults then stay, which cost time, not correctness.
         _ = CShims_malloc_set_thresholds(trimThreshold, mmapThreshold)

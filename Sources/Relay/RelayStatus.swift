@@ -94,6 +94,8 @@ final class RelayStatus: Sendable {
         metrics.credentialRejected = now.events.authRejected
         metrics.apnsUnreachable = now.verdict.failing(.apns)
         metrics.process = ProcessStatus.sample()
+        metrics.storeCacheBytes = now.store.cacheBytes
+        metrics.heapInUseBytes = Allocator.inUseBytes()
         return metrics.render(devices: now.store.devices ?? 0, waiting: now.events.waiting,
                               residentBytes: ProcessStatus.residentBytes())
     }

@@ -29,6 +29,13 @@ public struct Metrics: Sendable {
     public var apnsUnreachable = false
     /// The standard process metrics, when /proc could be read.
     public var process: ProcessSample?
+    /// Bytes in the store connection's SQLite page cache, part of the resident set: it grows with the store up to
+    /// the cache's bound, so a trend in the rest of the resident set is what can leak.
+    public var storeCacheBytes: Int?
+    /// Bytes the allocator has handed out and not had back. The resident set also holds freed memory the allocator
+    /// keeps for reuse (up to a megabyte per arena), so it creeps as the arenas fill; this does not, unless memory
+    /// leaks (or a cache fills: the store's is `storeCacheBytes`).
+    public var heapInUseBytes: Int?
     /// Announced pauses that timed out with nobody answering (`PauseOutcome.timedOut`).
     public private(set) var pausesTimedOut = 0
     /// Announced pauses a person resumed after their reminder went out.
@@ -173,6 +180,16 @@ public struct Metrics: Sendable {
         if let residentBytes {
             out.metric("prefect_push_resident_memory_bytes", "gauge", "Resident set size of the relay.",
                        [("", String(residentBytes))])
+        }
+        if let storeCacheBytes {
+            out.metric("prefect_push_store_cache_bytes", "gauge",
+                       "Bytes in the store's SQLite page cache (bounded at 2 MiB), part of the resident set.",
+                       [("", String(storeCacheBytes))])
+        }
+        if let heapInUseBytes {
+            out.metric("prefect_push_heap_in_use_bytes", "gauge",
+                       "Bytes malloc has handed out and not had back (the resident set also holds freed memory it keeps).",
+                       [("", String(heapInUseBytes))])
         }
         if let process { out.text += process.render() }
     }

@@ -37,6 +37,11 @@ int CShims_name_this_thread(const char *name);
    Returns 0 when both were taken, -1 otherwise. */
 int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes);
 
+/* Bytes malloc has handed out and not had back, across every arena and mapped block (mallinfo2's uordblks +
+   hblkhd). Unlike the resident size it excludes freed memory the arenas keep, so a leak shows here and
+   fragmentation does not. Walks the arenas under their locks: for /metrics, not a hot path. */
+size_t CShims_malloc_in_use(void);
+
 /* accept(2) whose socket is close-on-exec from the start (and non-blocking if asked): a process that both accepts
    and spawns children (the tests' fake servers) must not let a child inherit a connection in the moment between
    accept and fcntl, or the connection outlives its server's close. accept4 needs _GNU_SOURCE, hence a shim. */

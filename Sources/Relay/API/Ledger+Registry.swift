@@ -40,11 +40,14 @@ extension Ledger {
         var streak: FailureStreak
         var fileIsStillOurs: Bool
         var devices: Int?
+        /// The store connection's page cache (`Store.cacheBytes`).
+        var cacheBytes: Int?
     }
 
     /// `countingDevices` false: the tick's health watch, which needs no count (a scan of the devices table).
     func health(countingDevices: Bool = true) -> Health {
         let devices = countingDevices ? attempt("health") { try $0.deviceCount() } : nil
-        return Health(streak: streak, fileIsStillOurs: store.fileIsStillOurs, devices: devices)
+        return Health(streak: streak, fileIsStillOurs: store.fileIsStillOurs, devices: devices,
+                      cacheBytes: store.cacheBytes)
     }
 }

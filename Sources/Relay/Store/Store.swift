@@ -51,6 +51,16 @@ final class Store {
         return now == identity
     }
 
+    /// Bytes in this connection's page cache. It fills as the store grows, up to SQLite's bound (2 MiB by
+    /// default), and is the part of the relay's memory that grows with the store. Read from the pager, so it works
+    /// with SQLite's allocator statistics off (the relay's own build turns them off).
+    var cacheBytes: Int? {
+        var current: Int32 = 0, highwater: Int32 = 0
+        guard sqlite3_db_status(database.handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highwater, 0) == SQLITE_OK
+        else { return nil }
+        return Int(current)
+    }
+
     private static func identity(of path: String) -> (device: UInt64, inode: UInt64)? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }

@@ -55,7 +55,8 @@ import Testing
                      "prefect_push_prefect_connections_opened_total", "prefect_push_prefect_reads_stalled_total",
                      "prefect_push_prefect_reads_abandoned_total", "prefect_push_prefect_reads_in_flight",
                      "prefect_push_socket_reconnects_total", "prefect_push_subscribed", "prefect_push_devices",
-                     "prefect_push_waiting", "prefect_push_resident_memory_bytes", "prefect_push_build_info",
+                     "prefect_push_waiting", "prefect_push_resident_memory_bytes", "prefect_push_store_cache_bytes",
+                     "prefect_push_build_info",
                      "prefect_push_pause_wait_seconds", "prefect_push_pauses_timed_out_total",
                      "prefect_push_pauses_answered_after_reminder_total"] {
             #expect(exposition.types[name] != nil, "no # TYPE for \(name)")
@@ -85,6 +86,9 @@ import Testing
         #expect(exposition.value("prefect_push_devices") == 1)  // the 410 removed the other phone
         #expect(exposition.value("prefect_push_waiting") == 0)
         #expect((exposition.value("prefect_push_resident_memory_bytes") ?? 0) > 1_000_000)
+        // The store's page cache is part of the resident set: some (the store has been read), never all of it.
+        let storeCache = exposition.value("prefect_push_store_cache_bytes") ?? 0
+        #expect(storeCache > 0 && storeCache < (exposition.value("prefect_push_resident_memory_bytes") ?? 0))
         #expect(exposition.value("prefect_push_build_info", ["version": BuildInfo.version, "commit": BuildInfo.commit]) == 1)
 
         // The latency histogram: one delivered push, cumulative buckets, +Inf equal to the count.
