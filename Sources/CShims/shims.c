@@ -1,11 +1,12 @@
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE  /* accept4, pthread_setname_np */
+#define _GNU_SOURCE  /* accept4, pthread_setname_np, gettid */
 #endif
 #include "CShims.h"
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 const size_t CShims_LWS_PRE = LWS_PRE;
 
@@ -24,6 +25,8 @@ void CShims_OPENSSL_free(void *p) { OPENSSL_free(p); }
 int CShims_prctl_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 int CShims_name_this_thread(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+int CShims_thread_id(void) { return (int)gettid(); }
 
 int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes) {
     return mallopt(M_TRIM_THRESHOLD, trim_bytes) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_bytes) == 1 ? 0 : -1;

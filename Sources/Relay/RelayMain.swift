@@ -153,7 +153,8 @@ package enum RelayMain {
         do {
             owners = try RelayOwners(store: store, prefect: prefect, readAhead: readAhead, apns: apns, uiRoot: config.prefectUI,
                                      topic: config.apnsTopic, healthBounds: HealthBounds(grace: Double(config.healthGrace),
-                                                                              startup: Double(config.healthStartup)))
+                                                                              startup: Double(config.healthStartup)),
+                                     credentialHTTP: credentialHTTP)
         } catch {
             fail("DB_PATH: \(error)")
         }

@@ -18,8 +18,9 @@ struct RelayOwners: Sendable {
 
     /// Throws when the store can't be read at start-up (what it holds is where the relay picks up). `now` is the
     /// wall clock (what Prefect and APNs see), `steady` the clock of retries and intervals (`SystemClock.steadyNow`).
+    /// `credentialHTTP`: the API's credential checks' pool, whose counts `/metrics` adds to Prefect's reads'.
     init(store: sending Store, prefect: PrefectClient, readAhead: RunReadAhead? = nil, apns: APNsClient?,
-         uiRoot: String, topic: String, healthBounds: HealthBounds = HealthBounds(),
+         uiRoot: String, topic: String, healthBounds: HealthBounds = HealthBounds(), credentialHTTP: HTTPPool? = nil,
          now: @escaping @Sendable () -> Double = SystemClock.unixNow,
          steady: @escaping @Sendable () -> Double = SystemClock.steadyNow) throws {
         tally = MetricsTally()
@@ -33,6 +34,6 @@ struct RelayOwners: Sendable {
         tracker = PauseTracker(ledger: ledger, startup: startup, prefect: prefect, runner: runner, tally: tally, now: now,
                                steady: steady)
         status = RelayStatus(tracker: tracker, ledger: ledger, outbox: outbox, apnsConfigured: apns != nil,
-                             bounds: healthBounds)
+                             bounds: healthBounds, restPools: [prefect.http] + (credentialHTTP.map { [$0] } ?? []))
     }
 }

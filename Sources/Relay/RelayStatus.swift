@@ -8,14 +8,17 @@ final class RelayStatus: Sendable {
     let outbox: OutboxSender
     let apnsConfigured: Bool
     let bounds: HealthBounds
+    /// The relay's REST pools (Prefect's reads, the API's credential checks), whose counts `/metrics` adds up.
+    let restPools: [HTTPPool]
     /// When the relay started (monotonic seconds): made with the owners, before the events socket can connect.
     let startedAt = SystemClock.monotonic()
     /// The last verdict `watch` logged; the relay starts healthy.
     private let wasHealthy = Locked(true)
 
     init(tracker: PauseTracker, ledger: Ledger, outbox: OutboxSender, apnsConfigured: Bool,
-         bounds: HealthBounds = HealthBounds()) {
+         bounds: HealthBounds = HealthBounds(), restPools: [HTTPPool] = []) {
         (self.tracker, self.ledger, self.outbox) = (tracker, ledger, outbox)
+        self.restPools = restPools
         self.apnsConfigured = apnsConfigured
         self.bounds = bounds
     }
@@ -82,11 +85,12 @@ final class RelayStatus: Sendable {
         let now = await gather()
         let pending = await outbox.pending()
         var metrics = now.events.counts
-        metrics.apnsConnectionsOpened = APNsConnection.linksOpenedTotal
-        metrics.prefectConnectionsOpened = HTTPPool.connectionsOpenedTotal
-        metrics.prefectReadsStalled = HTTPPool.readsStalledTotal
-        metrics.prefectReadsAbandoned = HTTPPool.readsAbandonedTotal
-        metrics.prefectReadsInFlight = HTTPPool.readsInFlight
+        metrics.apnsConnectionsOpened = outbox.apns?.linksOpened ?? 0
+        let rest = restPools.map(\.counts.snapshot)
+        metrics.prefectConnectionsOpened = rest.reduce(0) { $0 + $1.opened }
+        metrics.prefectReadsStalled = rest.reduce(0) { $0 + $1.stalled }
+        metrics.prefectReadsAbandoned = rest.reduce(0) { $0 + $1.abandoned }
+        metrics.prefectReadsInFlight = rest.reduce(0) { $0 + $1.inFlight }
         (metrics.buildVersion, metrics.buildCommit) = (BuildInfo.version, BuildInfo.commit)
         if let pending { (metrics.outboxPending, metrics.oldestPendingSeconds) = pending }
         metrics.healthy = now.verdict.ok

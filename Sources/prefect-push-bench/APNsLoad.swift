@@ -30,7 +30,7 @@ enum APNsLoad {
             throw ConfigError("APNS_KEY", "the benchmark needs an APNs key")
         }
         defer { client.shutdown() }
-        let opened = APNsConnection.linksOpenedTotal
+        let opened = client.linksOpened
         let payload = #"{"aps":{"alert":{"title":"Approve the nightly deploy?","subtitle":"nightly-deploy","#
             + #""body":"service: billing-api\nReply with a comment."},"category":"waiting-reply","sound":"default"},"#
             + #""body":{"runId":"95d737c2-8dd4-4a0b-b4d5-e6d147c8ff6e","serverId":"bench"}}"#
@@ -51,7 +51,7 @@ enum APNsLoad {
         let delivered = await client.fanOut(items) { _, _ in }
         let seconds = SystemClock.monotonic() - started
         return Result(pushes: pushes, delivered: delivered, seconds: seconds, cpuSeconds: processCPUSeconds() - cpuStarted,
-                      connectionsOpened: APNsConnection.linksOpenedTotal - opened)
+                      connectionsOpened: client.linksOpened - opened)
     }
 }
 

@@ -33,6 +33,10 @@ int CShims_prctl_set_not_dumpable(void);
    bytes (Linux's limit). Returns 0 or an errno value. */
 int CShims_name_this_thread(const char *name);
 
+/* The calling thread's kernel id (gettid(2)): cheap, and unique among live threads, unlike comparing pthread_t
+   values another thread may still be writing. */
+int CShims_thread_id(void);
+
 /* glibc's mallopt(M_TRIM_THRESHOLD) and mallopt(M_MMAP_THRESHOLD): <malloc.h> is not in Swift's Glibc module.
    Returns 0 when both were taken, -1 otherwise. */
 int CShims_malloc_set_thresholds(int trim_bytes, int mmap_bytes);

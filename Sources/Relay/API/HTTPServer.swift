@@ -21,8 +21,9 @@ struct APIRequest: Sendable {
 ///   connection that has not finished sending a request head (from that address first) is closed to make room,
 ///   so slow clients can't lock out a fast one, and a fast one never loses a request it has sent.
 ///
-/// Loop thread only, except `reply`, which hops onto the loop.
-final class HTTPServer: LWSHandler, @unchecked Sendable {
+/// Loop thread only, and not `Sendable`: answers reach it through `WebSocketsLoop.perform(on:)`, which opens it on
+/// the loop's thread alone.
+final class HTTPServer: LWSHandler {
     let protocolName = "http-api"
     typealias Reply = @Sendable (APIResponse) -> Void
 
@@ -177,11 +178,13 @@ final class HTTPServer: LWSHandler, @unchecked Sendable {
             let handoff = APIRequest(route: request.route, method: request.method, authorization: request.authorization,
                                      body: request.body)
             let isHead = request.isHead
-            // Strong: the server lives as long as the relay. (A weak capture would give it a side table that
+            // The answer comes back on the loop's thread, where alone the server is opened (`LoopBound`). The bound
+            // reference is strong: the server lives as long as the relay. (A weak one would give it a side table that
             // LeakSanitizer can't see the pointer to, and reports as a leak.)
-            onRequest(handoff) { response in
-                guard let loop = self.loop else { return }
-                loop.perform { self.deliver(response, to: id, head: isHead) }
+            guard let loop else { return 0 }
+            let server = loop.bind(self)
+            onRequest(handoff) { [weak loop] response in
+                loop?.perform(on: server) { $0.deliver(response, to: id, head: isHead) }
             }
             return 0
         }

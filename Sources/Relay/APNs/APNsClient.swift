@@ -53,6 +53,9 @@ package final class APNsClient: Sendable {
 
     deinit { shutdown() }
 
+    /// TLS + HTTP/2 connections this client opened, to both hosts, since start-up (`/metrics`).
+    package var linksOpened: Int { production.linksOpenedTotal + development.linksOpenedTotal }
+
     /// Each host the client has tried to reach, by authority, with its failures since the last connect (`/health`).
     func reachability() -> [String: FailureStreak] {
         var hosts: [String: FailureStreak] = [:]

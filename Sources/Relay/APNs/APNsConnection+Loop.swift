@@ -52,7 +52,7 @@ extension APNsConnection {
             let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs,
                                                proxy: proxy)
             link = try APNsLink(socket: socket, id: linksOpened)
-            APNsConnection.openedCounter.add(1, ordering: .relaxed)
+            linksOpenedCount.add(1, ordering: .relaxed)
             reachability.withLock { $0 = FailureStreak() }
             Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),
                                         "ms": String(monotonicMs() - started), "via": proxy?.description ?? "direct"])

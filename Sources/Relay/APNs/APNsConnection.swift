@@ -72,9 +72,10 @@ package final class APNsConnection: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
     }
 
-    /// TLS + HTTP/2 connections opened to any APNs host since start-up (`/metrics`). Safe from any thread.
-    package static var linksOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
-    static let openedCounter = Atomic<Int>(0)
+    /// TLS + HTTP/2 connections opened to this host since start-up (`/metrics`): this connection's own, as
+    /// `reachability` is. Safe from any thread.
+    package var linksOpenedTotal: Int { linksOpenedCount.load(ordering: .relaxed) }
+    let linksOpenedCount = Atomic<Int>(0)
     /// Connection attempts to this host since the last success, nil before the first, for `/health`
     /// (`HealthVerdict`). This connection's own, so two clients in one process (tests) never mix. Safe from any thread.
     let reachability = Locked<FailureStreak?>(nil)
@@ -101,22 +102,28 @@ package final class APNsConnection: @unchecked Sendable {
     private func enqueue(_ pushes: [PendingPush]) {
         guard !pushes.isEmpty else { return }
         if sendDirectly(pushes) { return }
-        // nil: not accepted; true: the inbox was empty, so the loop may be asleep and needs a wake-up.
-        let accepted = inbox.withLock { inbox -> Bool? in
-            guard !inbox.closing else { return nil }
+        // The pushes move into the inbox, or come back out refused; the caller keeps no other reference.
+        let admission = inbox.withLock { inbox -> Admission in
+            guard !inbox.closing else { return .refused(pushes) }
             if inbox.thread == nil { inbox.thread = startLoop() }
-            guard inbox.thread != nil else { return nil }
+            guard inbox.thread != nil else { return .refused(pushes) }
             let wasEmpty = inbox.pushes.isEmpty
             inbox.pushes.append(contentsOf: pushes)
-            return wasEmpty
+            return .queued(wakeLoop: wasEmpty)
         }
         // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
         // (its first push's), and the loop always takes the inbox after draining the eventfd.
-        switch accepted {
-        case nil: pushes.forEach { $0.finish(.notSent(.closed), batched: false) }
-        case true?: wake()
-        case false?: break
+        switch admission {
+        case .refused(let refused): refused.forEach { $0.finish(.notSent(.closed), batched: false) }
+        case .queued(wakeLoop: true): wake()
+        case .queued(wakeLoop: false): break
         }
+    }
+
+    /// What became of pushes handed to the inbox.
+    private enum Admission {
+        case queued(wakeLoop: Bool)
+        case refused([PendingPush])
     }
 
     /// Sends `pushes` on the live link from this thread when the loop is not in a turn (asleep in poll(), or about

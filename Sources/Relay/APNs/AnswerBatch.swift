@@ -10,9 +10,9 @@ protocol APNsAnswerSink: AnyObject, Sendable {
 /// when the turn ends: the answers one read brings cost each fan-out one lock and at most one wake-up, not one of
 /// each per answer.
 ///
-/// `@unchecked Sendable`: created with its connection and used only with that connection's `turn` held (by its loop
+/// Not `Sendable`: created with its connection and used only with that connection's `turn` held (by its loop
 /// thread, or by a caller sending directly, whose nghttp2 callbacks may finish a push).
-final class AnswerBatch: @unchecked Sendable {
+final class AnswerBatch {
     /// One entry per sink with answers this turn: as many as fan-outs under way at once, so a few, found by a scan
     /// rather than by hashing per answer.
     private var pending: [(sink: any APNsAnswerSink, answers: [(index: Int, answer: APNsExchange)])] = []

@@ -96,9 +96,9 @@ struct HeaderFields: Sendable {
 /// stream's data provider); it is taken back exactly once: in `APNsLink.takeBox` (stream close, frame not sent), or
 /// in `APNsLink.close` once the session that points at it is deleted.
 ///
-/// `@unchecked Sendable`: it is built on the caller's task and handed over through the connection's locked
-/// inbox (or its `turn` lock, sent directly); from then on it is touched only with that connection's `turn` held.
-final class PendingPush: @unchecked Sendable {
+/// Not `Sendable`: it is built on the caller's task and handed over through the connection's locked inbox (or its
+/// `turn` lock, sent directly); from then on it is touched only with that connection's `turn` held.
+final class PendingPush {
     static let maxResponseBody = 4096
 
     let request: APNsRequest

@@ -3,10 +3,10 @@ import RelayCore
 
 /// The `.p8` provider key: owns one `EVP_PKEY` (EC P-256) and signs ES256 with it.
 ///
-/// `@unchecked Sendable`: the key is never changed after `init`, and OpenSSL allows concurrent signing with
-/// one key as long as each signature has its own `EVP_MD_CTX`, which `sign` creates per call.
-final class ProviderKey: @unchecked Sendable {
-    private let key: OpaquePointer
+/// `Sendable`, checked but for the one C pointer: the key is never changed after `init`, and OpenSSL allows
+/// concurrent signing with one key as long as each signature has its own `EVP_MD_CTX`, which `sign` creates per call.
+final class ProviderKey: Sendable {
+    nonisolated(unsafe) private let key: OpaquePointer
 
     /// Loads the key from the configured source. Errors name the variable so start-up can say what to fix.
     convenience init(source: Config.KeySource) throws(ConfigError) {

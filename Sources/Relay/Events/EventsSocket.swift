@@ -20,14 +20,14 @@ enum SocketMessage: Sendable {
 /// this class makes the lws calls its actions ask for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
 /// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and TLS handshake
 /// and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage that runs
-/// out is a disconnect like any other, named after the stage. Loop thread only, except `start()`/`stop()`, which hop
-/// onto the loop.
+/// out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: `start()`/`stop()`
+/// hop onto the loop with `WebSocketsLoop.perform(on:)`, which opens the socket on the loop's thread alone.
 ///
 /// The wsi is ours from `lws_client_connect_via_info` until the first callback that ends it: CONNECTION_ERROR,
 /// CLIENT_CLOSED, CLOSED_CLIENT_HTTP (a connection closed before its upgrade was answered, as lws's own timeout does)
 /// or, whatever came before, WSI_DESTROY. Past that point lws has freed it, so `wsi` is cleared there and nothing
 /// touches it again.
-final class EventsSocket: LWSHandler, @unchecked Sendable {
+final class EventsSocket: LWSHandler {
     let protocolName = "prefect"
     static let maxMessage = 1024 * 1024
 
@@ -87,11 +87,11 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
     }
 
     /// Connects (from any thread).
-    func start() { loop?.perform { self.run(self.session.start(now: SystemClock.monotonic())) } }
+    func start() { loop?.perform(on: self) { $0.run($0.session.start(now: SystemClock.monotonic())) } }
 
     /// Closes the socket and stops reconnecting (from any thread).
     func stop() {
-        loop?.perform { self.run(self.session.stop()) }
+        loop?.perform(on: self) { $0.run($0.session.stop()) }
     }
 
     // MARK: - Carrying out the session's actions
@@ -125,10 +125,12 @@ final class EventsSocket: LWSHandler, @unchecked Sendable {
             case .disconnected(let ending, let reason, let retryIn):
                 deliver(.disconnected(ending, reason: reason, retryIn: retryIn))
             case .reconnect(let delay, let generation):
-                Task(executorPreference: RelayExecutor.shared) { [weak self] in
+                // The timer holds the socket until it fires; a socket stopped meanwhile finds its generation gone.
+                guard let loop else { continue }
+                let socket = loop.bind(self)
+                Task(executorPreference: RelayExecutor.shared) { [weak loop] in
                     try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-                    guard let self else { return }
-                    self.loop?.perform { self.run(self.session.reconnectDue(generation: generation, now: SystemClock.monotonic())) }
+                    loop?.perform(on: socket) { $0.run($0.session.reconnectDue(generation: generation, now: SystemClock.monotonic())) }
                 }
             case .close:
                 if let wsi { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }

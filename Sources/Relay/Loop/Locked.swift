@@ -5,7 +5,11 @@ import Glibc
 ///
 /// Not `Synchronization.Mutex`: the toolchain ships that module without ThreadSanitizer instrumentation, so TSan
 /// cannot see its futex lock and reports every access through it as a race; a pthread mutex it intercepts.
-/// `@unchecked Sendable`: every access to `value` happens inside `withLock`.
+/// `@unchecked Sendable`, whatever `Value` is (as the standard library's `Mutex`): every access to `value` happens
+/// inside `withLock`, and what a thread puts in it (a `PooledCall`, a `PendingPush`, a connected stream) is handed
+/// over: the thread keeps no other reference, so those types need not be, and are not, `Sendable` themselves. (The
+/// 6.3 compiler's region checks can't yet take a captured value into an `inout sending` parameter, or this would say
+/// so in its signature.)
 package final class Locked<Value>: @unchecked Sendable {
     private let lock = PthreadLock()
     private var value: Value
@@ -26,8 +30,8 @@ package final class Locked<Value>: @unchecked Sendable {
 /// thread that gets it (`tryLock`, never waiting) may work on the loop's state itself meanwhile (`APNsConnection`'s
 /// direct send).
 ///
-/// `@unchecked Sendable`: only the mutex is shared, and a mutex is made to be.
-final class PthreadLock: @unchecked Sendable {
+/// Not `Sendable` itself: it is shared only as part of an object that is (`Locked`, `APNsConnection`).
+final class PthreadLock {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {

@@ -47,7 +47,7 @@ enum LoopThread {
     /// Starts `body` on a thread named `name`: joinable (its starter joins it), or detached.
     @discardableResult
     static func spawn(_ name: String, detached: Bool = false,
-                      _ body: @escaping @Sendable () -> Void) throws(ThreadStartError) -> pthread_t {
+                      _ body: sending @escaping () -> Void) throws(ThreadStartError) -> pthread_t {
         var thread = pthread_t()
         // The thread owns one reference to the box until `body` returns.
         let box = Unmanaged.passRetained(Box({
@@ -65,7 +65,7 @@ enum LoopThread {
 
     /// As `spawn`, joinable; a failure is logged as `event` and gives nil (the caller goes on without the thread:
     /// its work fails as a connection that could not be opened would).
-    static func start(_ event: String, name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
+    static func start(_ event: String, name: String, _ body: sending @escaping () -> Void) -> pthread_t? {
         do {
             return try spawn(name, body)
         } catch {
@@ -74,9 +74,10 @@ enum LoopThread {
         }
     }
 
-    fileprivate final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    /// Not `Sendable`: what `body` captures was sent to the new thread (`sending`), which alone runs it.
+    fileprivate final class Box {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
     }
 }
 

@@ -11,7 +11,9 @@ import Glibc
 /// handed over from another thread (a loop's answer, an API request) wakes it, and only when it sleeps.
 ///
 /// Nothing the relay runs on it blocks for long: SQLite waits at most its busy timeout (`Store.busyTimeoutMs`), and
-/// network I/O, TLS and HTTP/2 stay on the loop threads. The owners share it, so a call
+/// the one network write made from here (`APNsConnection.sendDirectly`: nghttp2 and `SSL_write` on an idle link, with
+/// the link's `turn` lock taken without waiting) never waits on its non-blocking socket; every read, connect and
+/// timer stays on the loop threads. The owners share it, so a call
 /// between them runs at once on the same thread (no job is queued); each still sees only its own state.
 final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: `jobs` and `sleeping` are only touched with `mutex` held; `thread` is written once, in

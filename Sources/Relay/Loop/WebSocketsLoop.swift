@@ -56,6 +56,8 @@ final class WebSocketsLoop: @unchecked Sendable {
     private let commands = Locked<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
     private var thread: pthread_t?
+    /// The service thread's kernel id, once it runs (`isLoopThread`).
+    private let loopThreadID = Atomic<Int32>(0)
     /// The hashed roots directory lws's client TLS context reads a root at a time from (`SystemRoots`), loaded in
     /// `LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS`; nil: lws parses the system bundle itself, as before.
     private let clientRootsDirectory: String?
@@ -203,10 +205,28 @@ final class WebSocketsLoop: @unchecked Sendable {
         if let context { lws_cancel_service(context) }
     }
 
+    /// Runs `work` with `owner` on the loop thread, soon: how other threads reach an object that belongs to the loop
+    /// (a handler) without that object being `Sendable`. Safe from any thread.
+    func perform<Owner: AnyObject>(on owner: Owner, _ work: @escaping @Sendable (Owner) -> Void) {
+        perform(on: bind(owner), work)
+    }
+
+    /// As `perform(on:)`, with a reference bound earlier (`bind`), for work that waits first.
+    func perform<Owner: AnyObject>(on bound: LoopBound<Owner>, _ work: @escaping @Sendable (Owner) -> Void) {
+        perform { work(bound.value) }
+    }
+
+    /// `owner`, to be carried through other threads and opened on this loop's thread only.
+    func bind<Owner: AnyObject>(_ owner: Owner) -> LoopBound<Owner> { LoopBound(owner, loop: self) }
+
+    /// Whether the caller is this loop's service thread.
+    var isLoopThread: Bool { loopThreadID.load(ordering: .acquiring) == CShims_thread_id() }
+
     /// The context, for handlers creating client connections (loop thread only).
     var lwsContext: OpaquePointer { context! }
 
     private func run() {
+        loopThreadID.store(CShims_thread_id(), ordering: .releasing)
         while !stopping.load(ordering: .acquiring) {
             if lws_service(context, 0) < 0 { break }
         }
@@ -473,5 +493,26 @@ final class ListeningSocket: LWSHandler {
     private func pause(_ wsi: OpaquePointer) {
         lws_rx_flow_control(wsi, 0)
         lws_set_timer_usecs(wsi, lws_usec_t(ListeningSocket.pauseMicroseconds))
+    }
+}
+
+/// A reference to an object that belongs to one loop's thread (a handler), carried through other threads and opened
+/// only on that loop's thread, which `value` asserts (as swift-nio's `NIOLoopBound`).
+///
+/// `@unchecked Sendable`: the reference crosses threads, but the object is only reached through `value`, and
+/// `value` traps off the loop's thread, so the object is only ever used on one thread.
+struct LoopBound<Owner: AnyObject>: @unchecked Sendable {
+    private let owner: Owner
+    private unowned let loop: WebSocketsLoop
+
+    fileprivate init(_ owner: Owner, loop: WebSocketsLoop) {
+        self.owner = owner
+        self.loop = loop
+    }
+
+    /// The object. Its loop's thread only (checked).
+    var value: Owner {
+        precondition(loop.isLoopThread, "a loop-bound object was opened off its loop's thread")
+        return owner
     }
 }

@@ -5,10 +5,10 @@ import CShims
 /// `SystemRoots` says: lazily from a hashed directory where there is one) plus an optional extra CA file
 /// (`APNS_CA_FILE`, which is how tests trust their fake APNs).
 ///
-/// `@unchecked Sendable`: the context is configured in `init` and only read afterwards (`SSL_new`), which
-/// OpenSSL allows from any thread.
-final class TLSContext: @unchecked Sendable {
-    let context: OpaquePointer
+/// `Sendable`, checked but for the one C pointer: the context is configured in `init` and only read afterwards
+/// (`SSL_new`), which OpenSSL allows from any thread.
+final class TLSContext: Sendable {
+    nonisolated(unsafe) let context: OpaquePointer
 
     /// `caVariable` names the setting `caFile` came from, for the error message.
     init(caFile: String?, alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")],

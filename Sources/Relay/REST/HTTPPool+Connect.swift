@@ -77,13 +77,11 @@ extension HTTPPool {
         let job = ConnectJob(pool: self, id: id, origin: origin, tls: tls, timeoutMs: options.connectTimeoutMs,
                              proxy: proxy)
         // The thread owns the job (and through it the pool) until it has delivered.
-        let retained = Unmanaged.passRetained(job)
-        var thread = pthread_t()
-        guard pthread_create(&thread, nil, httpConnectMain, retained.toOpaque()) == 0 else {
-            retained.release()
-            return adopt(Connected(id: id, result: .failure(TransportError("pthread_create failed"))), now: monotonicMs())
+        do {
+            try LoopThread.spawn("pp-rest-connect", detached: true) { job.run() }
+        } catch {
+            adopt(Connected(id: id, result: .failure(TransportError(error.description))), now: monotonicMs())
         }
-        pthread_detach(thread)
     }
 
     /// A connection attempt is over: a new idle connection, or the oldest call with none gets the error.
@@ -91,7 +89,7 @@ extension HTTPPool {
         guard let origin = connecting.removeValue(forKey: connected.id) else { return }
         switch connected.result {
         case .success(let stream):
-            HTTPPool.openedCounter.add(1, ordering: .relaxed)
+            counts.connectionsOpened.add(1, ordering: .relaxed)
             connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream, now: now))
             Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id),
                                                  "open": String(connections.count { $0.origin == origin }),
@@ -216,12 +214,4 @@ private final class ConnectJob {
         }
         pool.deliver(HTTPPool.Connected(id: id, result: result))
     }
-}
-
-/// A connecting thread's entry point; `argument` is an owned reference to its job.
-private func httpConnectMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let argument else { preconditionFailure("HTTP connect thread started without its job") }
-    nameThisThread("pp-rest-connect")
-    Unmanaged<ConnectJob>.fromOpaque(argument).takeRetainedValue().run()
-    return nil
 }

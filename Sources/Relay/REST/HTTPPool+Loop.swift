@@ -49,7 +49,7 @@ extension HTTPPool {
                 return true
             }
             if !call.isFinished, now >= call.deadline {
-                HTTPPool.abandonedCounter.add(1, ordering: .relaxed)  // before the caller hears of it
+                counts.readsAbandoned.add(1, ordering: .relaxed)  // before the caller hears of it
                 call.finish(.failure(timedOut(call)))
                 Log.debug("prefect.http_abandoned", ["host": call.origin.authority, "connection": String(connection.id),
                                                      "path": call.call.path])
@@ -148,11 +148,8 @@ extension HTTPPool {
             }
         }
         let inFlight = connections.count { $0.call != nil }
-        if inFlight != inFlightReported {
-            HTTPPool.inFlightGauge.add(inFlight - inFlightReported, ordering: .relaxed)
-            inFlightReported = inFlight
-        }
-        HTTPPool.stalledCounter.add(newly, ordering: .relaxed)
+        counts.readsInFlight.store(inFlight, ordering: .relaxed)
+        counts.readsStalled.add(newly, ordering: .relaxed)
         stalledSinceWarning += newly
         guard let oldest, policy.stallWarningDue(now: now, lastWarning: lastStallWarning) else {
             return
@@ -244,8 +241,7 @@ extension HTTPPool {
 
     private func shutDown() {
         let reason = HTTPFailure(.notAccepted, "the relay is shutting down")
-        HTTPPool.inFlightGauge.add(-inFlightReported, ordering: .relaxed)
-        inFlightReported = 0
+        counts.readsInFlight.store(0, ordering: .relaxed)
         for connection in connections {
             guard let call = connection.takeCall() else { continue }
             call.finish(.failure(reason))

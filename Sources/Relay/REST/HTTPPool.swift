@@ -68,9 +68,9 @@ final class HTTPPool: @unchecked Sendable {
         var authority: String { HTTPURL(tls: tls, host: host, port: port, path: "").authority }
     }
 
-    /// A connecting thread's result, handed to the loop. `@unchecked Sendable`: the stream moves from the
-    /// connecting thread to the loop thread through the inbox and is never touched by the sender again.
-    struct Connected: @unchecked Sendable {
+    /// A connecting thread's result, handed to the loop. Not `Sendable`: the stream moves from the connecting
+    /// thread to the loop thread through the inbox and is never touched by the sender again.
+    struct Connected {
         let id: Int
         let result: Result<ByteStream, TransportError>
     }
@@ -113,21 +113,25 @@ final class HTTPPool: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
     }
 
-    /// TCP (and for https, TLS) connections opened to any REST origin since start-up (`/metrics`). Any thread.
-    static var connectionsOpenedTotal: Int { openedCounter.load(ordering: .relaxed) }
-    static let openedCounter = Atomic<Int>(0)
+    /// This pool's counts for `/metrics` (`RelayStatus` adds up the relay's pools): its own, so two relays in one
+    /// process (tests) never mix. Any thread.
+    let counts = Counts()
 
-    /// Requests to any REST origin that went `stallMs` without an answer, since start-up (`/metrics`). Any thread.
-    static var readsStalledTotal: Int { stalledCounter.load(ordering: .relaxed) }
-    static let stalledCounter = Atomic<Int>(0)
-    /// Calls whose caller was answered with a timeout while the request stayed open, since start-up. Any thread.
-    static var readsAbandonedTotal: Int { abandonedCounter.load(ordering: .relaxed) }
-    static let abandonedCounter = Atomic<Int>(0)
-    /// Requests open at the server now (abandoned ones included), over every pool. Any thread.
-    static var readsInFlight: Int { inFlightGauge.load(ordering: .relaxed) }
-    static let inFlightGauge = Atomic<Int>(0)
-    /// This pool's share of `inFlightGauge`, so the loop can adjust the total by its change.
-    var inFlightReported = 0
+    final class Counts: Sendable {
+        /// TCP (and for https, TLS) connections opened since start-up.
+        let connectionsOpened = Atomic<Int>(0)
+        /// Requests that went `stallMs` without an answer, since start-up.
+        let readsStalled = Atomic<Int>(0)
+        /// Calls whose caller was answered with a timeout while the request stayed open, since start-up.
+        let readsAbandoned = Atomic<Int>(0)
+        /// Requests open at the server now (abandoned ones included). Written by the loop, once a turn.
+        let readsInFlight = Atomic<Int>(0)
+
+        var snapshot: (opened: Int, stalled: Int, abandoned: Int, inFlight: Int) {
+            (connectionsOpened.load(ordering: .relaxed), readsStalled.load(ordering: .relaxed),
+             readsAbandoned.load(ordering: .relaxed), readsInFlight.load(ordering: .relaxed))
+        }
+    }
 
     /// Sends one request and waits for its answer, a failure (no connection, timeout, malformed or oversized
     /// answer), or `call.timeoutSeconds`, counted from now. Safe from any task; resumes exactly once.
@@ -146,22 +150,28 @@ final class HTTPPool: @unchecked Sendable {
         }
         let pending = PooledCall(call: call, request: request,
                                  deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000, done: done)
-        var refusal = "the relay is shutting down"
-        let accepted = inbox.withLock { inbox -> Bool? in
-            guard !inbox.closing else { return nil }
+        // The call moves into the inbox, or comes back out refused; the caller keeps no other reference.
+        let admission = inbox.withLock { inbox -> Admission in
+            guard !inbox.closing else { return .refused(pending, "the relay is shutting down") }
             if inbox.thread == nil { inbox.thread = startLoop() }
             guard inbox.thread != nil else {
-                refusal = "could not start the thread that talks to Prefect; the next call tries again"
-                return nil
+                return .refused(pending, "could not start the thread that talks to Prefect; the next call tries again")
             }
             inbox.calls.append(pending)
-            return inbox.calls.count == 1
+            // The first call in an empty inbox wakes the loop; later ones find a wake-up on its way.
+            return .queued(wakeLoop: inbox.calls.count == 1)
         }
-        switch accepted {
-        case nil: pending.finish(.failure(HTTPFailure(.notAccepted, refusal)))
-        case true?: wake()
-        case false?: break  // a wake-up for this batch is already on its way
+        switch admission {
+        case .refused(let call, let why): call.finish(.failure(HTTPFailure(.notAccepted, why)))
+        case .queued(wakeLoop: true): wake()
+        case .queued(wakeLoop: false): break
         }
+    }
+
+    /// What became of a call handed to the inbox.
+    private enum Admission {
+        case queued(wakeLoop: Bool)
+        case refused(PooledCall, String)
     }
 
     /// Stops the loop thread: waiting and in-flight calls fail, connections close. Idempotent; any thread but
@@ -208,9 +218,9 @@ final class HTTPPool: @unchecked Sendable {
 
 /// One call in the pool: the request bytes, the deadline, and what to do with the answer.
 ///
-/// `@unchecked Sendable`: built on the caller's thread and handed over through the pool's locked inbox; from then
-/// on only the loop thread touches it.
-final class PooledCall: @unchecked Sendable {
+/// Not `Sendable`: built on the caller's thread and handed over through the pool's locked inbox; from then on only
+/// the loop thread touches it.
+final class PooledCall {
     let call: HTTPCall
     let origin: HTTPPool.Origin
     let request: [UInt8]

@@ -52,10 +52,12 @@ final class WALCheckpointer: Sendable {
     init(path: String, policy: Policy = Policy()) throws {
         wakeSignal = try WakeSignal()
         progress = WALProgress(policy: policy, wake: wakeSignal)
-        let connection = Connection(try Database(path: path))
+        // Sent to the checkpointer's thread (`LoopThread.start` takes a `sending` closure): the compiler checks that
+        // nothing else touches this connection.
+        let database = try Database(path: path)
         let (wake, inbox, progress) = (wakeSignal, self.inbox, progress)
         guard let thread = LoopThread.start("store.checkpointer", name: "pp-checkpoint", {
-            WALCheckpointer.run(connection.database, progress: progress, policy: policy, wake: wake, inbox: inbox)
+            WALCheckpointer.run(database, progress: progress, policy: policy, wake: wake, inbox: inbox)
         }) else {
             throw StartupError("DB_PATH", "could not start the thread that checkpoints the database; check the node's thread limit")
         }
@@ -106,12 +108,6 @@ final class WALCheckpointer: Sendable {
 
     /// How soon a TRUNCATE checkpoint that could not get the log is tried again.
     static let runawayRetryMs: Int32 = 20
-
-    /// Hands the connection to the thread that will own it. `@unchecked Sendable`: nothing else ever touches it.
-    private final class Connection: @unchecked Sendable {
-        let database: Database
-        init(_ database: Database) { self.database = database }
-    }
 }
 
 /// How many pages the write-ahead log holds, as the writing connection last said (`sqlite3_wal_hook`, after each

@@ -150,7 +150,6 @@ import Testing
         defer { server.stop() }
         let pool = try HTTPPool()
         defer { pool.close() }
-        let stalledBefore = HTTPPool.readsStalledTotal
         let held = (0..<8).map { index in Task { await pool.send(get(server, "/api/held/\(index)", timeout: 30)) } }
         for _ in 0..<500 where server.holding < 8 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(server.holding == 8)
@@ -160,11 +159,11 @@ import Testing
         guard case .success(let reply) = fresh else { Issue.record("the new call: \(fresh)"); return }
         #expect(String(decoding: reply.body, as: UTF8.self) == "{\"fresh\":true}")
         print("a new call beside 8 held ones answered in \(monotonicMs() - started) ms")
-        #expect(HTTPPool.readsInFlight >= 8)
-        for _ in 0..<300 where HTTPPool.readsStalledTotal < stalledBefore + 8 {
+        #expect(pool.counts.snapshot.inFlight == 8)
+        for _ in 0..<300 where pool.counts.snapshot.stalled < 8 {
             try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(HTTPPool.readsStalledTotal >= stalledBefore + 8)
+        #expect(pool.counts.snapshot.stalled == 8)
         server.release()
         for (index, task) in held.enumerated() {
             guard case .success(let answer) = await task.value else { Issue.record("held call \(index)"); continue }
@@ -183,7 +182,7 @@ import Testing
         let first = await pool.send(get(server, "/api/flow_runs/a", timeout: 1))
         guard case .failure(let failure) = first else { Issue.record("expected a timeout: \(first)"); return }
         #expect(failure.reason.contains("did not answer within 1 s"))
-        #expect(HTTPPool.readsAbandonedTotal >= 1)
+        #expect(pool.counts.snapshot.abandoned == 1)
         let again = Task { await pool.send(get(server, "/api/flow_runs/a", timeout: 10)) }
         try await Task.sleep(for: .milliseconds(300))
         #expect(server.requests == 1)
