@@ -9,7 +9,7 @@ import Glibc
 /// The harnesses by name (FUZZ_HARNESS).
 let harnesses: [String: @Sendable ([UInt8]) -> Void] = [
     "APNs": fuzzAPNs, "Events": fuzzEvents, "HTTP": fuzzHTTP, "JSON": fuzzJSON, "Payload": fuzzPayload,
-    "Response": fuzzResponse, "Text": fuzzText,
+    "Pool": fuzzPool, "Response": fuzzResponse, "Text": fuzzText,
 ]
 
 /// The harness FUZZ_HARNESS names, read once; an unknown or missing name stops the run at its first input.

@@ -78,7 +78,7 @@ import Testing
     func gated(_ gate: Gate, status: Int = 401) -> Authorizer {
         Authorizer(check: { _ in
             gate.calls.withLock { $0 += 1 }
-            while !gate.open.load(ordering: .acquiring) { try? await Task.sleep(for: .milliseconds(5)) }
+            await poll(within: 30, every: 0.005) { gate.open.load(ordering: .acquiring) }
             return .success(status)
         })
     }
@@ -88,7 +88,9 @@ import Testing
         let auth = gated(gate, status: 200)
         await withTaskGroup(of: Authorizer.Verdict.self) { group in
             for _ in 0..<50 { group.addTask { await auth.verdict(for: "Basic same") } }
-            try? await Task.sleep(for: .milliseconds(100))
+            // The first asks Prefect; the other 49 wait on its answer rather than asking too.
+            try? await eventually("the first check started", within: 10) { gate.calls.withLock { $0 } == 1 }
+            try? await holds("one check for one credential", during: 0.1) { gate.calls.withLock { $0 } == 1 }
             gate.open.store(true, ordering: .releasing)
             for await verdict in group { #expect(verdict == .admitted) }
         }
@@ -103,7 +105,10 @@ import Testing
         let auth = gated(gate)
         let verdicts = await withTaskGroup(of: Authorizer.Verdict.self, returning: [Authorizer.Verdict].self) { group in
             for i in 0..<100 { group.addTask { await auth.verdict(for: "Basic junk\(i)") } }
-            try? await Task.sleep(for: .milliseconds(200))
+            try? await eventually("the cap's checks started", within: 10) {
+                gate.calls.withLock { $0 } == Authorizer.maxConcurrentChecks
+            }
+            try? await holds("no check past the cap", during: 0.2) { gate.calls.withLock { $0 } <= Authorizer.maxConcurrentChecks }
             gate.open.store(true, ordering: .releasing)
             var all: [Authorizer.Verdict] = []
             for await verdict in group { all.append(verdict) }

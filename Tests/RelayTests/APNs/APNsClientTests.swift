@@ -38,7 +38,9 @@ import Testing
         try await Task.sleep(nanoseconds: 150_000_000)  // let the client see the hang-up before sending again
         harness.production.script(APNsHarness.token(100), .slow(ms: 150, .accept))
         async let lead = harness.client.send(APNsHarness.alert(APNsHarness.token(100)))
-        try await Task.sleep(nanoseconds: 30_000_000)
+        try await eventually("the lead push is at the server", within: 5) {
+            harness.production.requests(for: APNsHarness.token(100)).count == 1
+        }
         let rest = await withTaskGroup(of: Bool.self) { group in
             for n in 101..<106 { group.addTask { await harness.client.send(APNsHarness.alert(APNsHarness.token(n))).isDelivered } }
             return await group.reduce(into: [Bool]()) { $0.append($1) }
@@ -264,9 +266,7 @@ import Testing
         let items = tokens.map { (push: APNsHarness.alert($0), device: APNsHarness.device($0)) }
         let answers = Mutex<[APNsOutcome]>([])
         let fan = Task { await client.fanOut(items, retry: .never) { _, delivery in answers.withLock { $0.append(delivery.outcome) } } }
-        for _ in 0..<50 where answers.withLock({ $0.count }) < items.count {
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        await poll(within: 5, every: 0.1) { answers.withLock { $0.count } >= items.count }
         let answered = answers.withLock { $0 }
         client.shutdown()  // ends a fan-out still waiting, so a failure here doesn't hang the suite
         _ = await fan.value

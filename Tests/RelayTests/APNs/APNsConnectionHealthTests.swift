@@ -13,7 +13,9 @@ import Testing
         let harness = try harness(pingMs: 50, pingTimeoutMs: 500)
         defer { harness.stop() }
         #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(1))).isDelivered)
-        try await Task.sleep(nanoseconds: 400_000_000)  // several PING rounds
+        try await holds("the healthy link is kept through several PING rounds", during: 0.4) {
+            harness.production.connectionCount == 1
+        }
         #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(2))).isDelivered)
         #expect(harness.production.connectionCount == 1)
     }
@@ -38,7 +40,7 @@ import Testing
         harness.production.script(stuck, .silent)
         #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(4))).isDelivered)
         async let lost = harness.client.send(APNsHarness.alert(stuck))
-        try await Task.sleep(nanoseconds: 200_000_000)
+        try await eventually("the stuck push is at the server", within: 5) { harness.production.requests(for: stuck).count == 1 }
         harness.production.dropConnections()
         guard case .connectionLost = await lost else { Issue.record("expected connectionLost"); return }
         #expect(harness.production.requests(for: stuck).count == 1)

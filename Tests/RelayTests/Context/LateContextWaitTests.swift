@@ -26,7 +26,7 @@ import Testing
         let runID = self.runID
         let waiting = Task { await relay.liveEvents(runID: runID, after: 0, until: deadline) }
         // Bounded: the waiter registers within a few hops.
-        for _ in 0..<2_000 where await relay.liveWaiters[runID] == nil { try await Task.sleep(for: .milliseconds(1)) }
+        await poll(within: 30, every: 0.001) { await relay.liveWaiters[runID] != nil }
         #expect(await relay.liveWaiters[runID]?.count == 1)
 
         // Another run's event leaves it waiting.
@@ -96,7 +96,7 @@ import Testing
         }
         await relay.received(.event(customEvent))
         // Bounded: the refresh reads the store once and is done within a few hops.
-        for _ in 0..<2_000 where await !settled() { try await Task.sleep(for: .milliseconds(1)) }
+        await poll(within: 30, every: 0.001) { await settled() }
         #expect(await settled())
         await relay.received(.event(customEvent))  // a later event for the run starts nothing
         #expect(await relay.runningJobs.isEmpty)

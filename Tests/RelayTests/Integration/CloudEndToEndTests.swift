@@ -103,8 +103,11 @@ extension SharedPrefect {
             #expect(health?["ok"] == false)
             #expect(health?["subscribed"] == false)
             #expect(health?["problems"]?.array?.first?.string?.hasPrefix("credential: ") == true, "\(reply.body)")
-            sleepSeconds(7)  // a fast retry (1 s backoff, a 3 s listing) would show by now
-            #expect(relay.process.waitForExit(timeout: 0) == nil)  // still running
+            // A fast retry (1 s backoff, a 3 s listing) would show within 7 s.
+            try holds("one refusal, the relay still running", for: 7) {
+                relay.process.waitForExit(timeout: 0) == nil
+                    && relay.process.log.split(separator: "\n").count { $0.contains(" event=events.auth_rejected ") } <= 1
+            }
             let log = relay.process.log
             let rejected = log.split(separator: "\n").filter { $0.contains(" level=error event=events.auth_rejected ") }
             #expect(rejected.count == 1, "\(log)")
@@ -127,7 +130,12 @@ extension SharedPrefect {
             let cloud = try await CloudStandIn()
             let relay = try Self.startRelay(e2e, cloud)
             #expect(try Self.register(relay) == 200)
-            sleepSeconds(2)  // reads for pauses already on the shared server (the first listing) are done by now
+            // Reads for pauses already on the shared server (the first listing's) are done before the throttle.
+            try waitUntil("the first listing's reads are done", timeout: 20) {
+                guard try cloud.requests().contains(where: { $0.path == "/flow_runs/filter" }) else { return false }
+                let metrics = try relay.http.request("GET", "/metrics", headers: ["Authorization": CloudStandIn.authorization])
+                return metrics.body.contains("\nprefect_push_prefect_reads_in_flight 0\n")
+            }
             // The run id is known only once the run exists, which can be after the relay has read it: throttle the
             // next run reads, whichever run they are for.
             try cloud.throttle(count: 2, retryAfter: 2, method: "GET", pathPrefix: "/flow_runs/")

@@ -46,7 +46,9 @@ extension SharedPrefect {
                 return byPause.values.reduce(0) { $0 + $1.refused } == 3
                     && byPause.values.allSatisfy { $0.refused == 0 || $0.accepted > 0 } && accepted(e2e, run: run) > 0
             }
-            sleepSeconds(2)  // a settled push is never sent again
+            try holds("a settled push is never sent again", for: 2) {
+                alertsByPause(e2e).values.allSatisfy { $0.accepted <= 1 }
+            }
             let byPause = alertsByPause(e2e)
             #expect(byPause.values.allSatisfy { $0.accepted == 1 }, "\(byPause)")
             #expect(byPause.values.reduce(0) { $0 + $1.refused } == 3)
@@ -86,8 +88,7 @@ extension SharedPrefect {
             let waited = Double(sent[1].arrivedAtNs - sent[0].arrivedAtNs) / 1e9
             // The schedule: the first retry 0.75-1 s after the refusal, taken by the outbox's next look (1 s tick).
             #expect(waited < 5, "retried \(waited) s after the refusal")
-            sleepSeconds(2)  // a settled push is never sent again
-            #expect(alerts().count == 2)
+            try holds("a settled push is never sent again", for: 2) { alerts().count == 2 }
             #expect(alerts().last?.answer == .accept)
             e2e.stopFlows()
         }
@@ -113,8 +114,9 @@ extension SharedPrefect {
             let refused = e2e.pushes(to: EndToEnd.deviceToken, run: run).count
             try e2e.startRelay()
             try waitUntil("the stored alert is sent", timeout: 30) { e2e.pushes(to: EndToEnd.deviceToken, run: run).count > refused }
-            sleepSeconds(2)
-            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == refused + 1)
+            try holds("the stored alert is sent once", for: 2) {
+                e2e.pushes(to: EndToEnd.deviceToken, run: run).count == refused + 1
+            }
             #expect(try Store(path: e2e.directory + "/relay.db").outboxCount() == 0)
             e2e.stopFlows()
         }
@@ -128,14 +130,13 @@ extension SharedPrefect {
             try waitUntil("the write lock is taken", timeout: 10) { (try? blocker.execute("BEGIN IMMEDIATE")) != nil }
             let run = try e2e.runFlow("plain")
             try e2e.waitForState(run, type: "PAUSED")
-            sleepSeconds(3)
+            try holds("no alert while the store is locked", for: 3) { e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
             let health = try e2e.relay!.http.request("GET", "/health")
             #expect(health.status == 200)  // the API still answers while the store is locked
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty)
             try blocker.execute("COMMIT")
             try waitUntil("the alert after the lock", timeout: 45) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
-            sleepSeconds(2)
-            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            try holds("one alert", for: 2) { e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1 }
             #expect(e2e.pushes(to: EndToEnd.startToken, run: run).count == 1)
             e2e.stopFlows()
         }

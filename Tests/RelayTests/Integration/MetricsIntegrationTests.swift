@@ -105,12 +105,7 @@ import Testing
     }
 
     private func waitFor(_ what: String, seconds: Double = 30, _ condition: () throws -> Bool) throws {
-        let deadline = SystemClock.monotonic() + seconds
-        while SystemClock.monotonic() < deadline {
-            if (try? condition()) == true { return }
-            sleepSeconds(0.1)
-        }
-        throw TestFailure("timed out waiting for \(what)")
+        try waitUntil(what, timeout: seconds) { (try? condition()) == true }
     }
 }
 

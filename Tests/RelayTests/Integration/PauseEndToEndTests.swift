@@ -56,7 +56,9 @@ extension SharedPrefect {
             try e2e.registerActivity(runID: run)
             try e2e.resume(run, input: ["comment": "ship it"])
             try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
-            sleepSeconds(1)  // anything doubled would arrive now
+            try holds("one end push (anything doubled would arrive within 1 s)", for: 1) {
+                e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1
+            }
             let end = try #require(e2e.pushes(to: EndToEnd.activityToken, run: run).first)
             #expect(end.payload["aps"]?["event"] == "end")
             #expect(activityProps(end.payload)?["ended"] == "Running")
@@ -93,8 +95,7 @@ extension SharedPrefect {
             try waitUntil("the end push", timeout: 30) { !e2e.pushes(to: EndToEnd.activityToken, run: run).isEmpty }
             #expect(activityProps(e2e.pushes(to: EndToEnd.activityToken, run: run)[0].payload)?["ended"] == "Cancelled")
             e2e.stopFlows()  // a blocking pause ignores the cancel; its late Failed must not send a second end
-            sleepSeconds(1)
-            #expect(e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1)
+            try holds("one end push", for: 1) { e2e.pushes(to: EndToEnd.activityToken, run: run).count == 1 }
         }
 
         @Test func timeoutEndsThePause() async throws {
@@ -131,8 +132,7 @@ extension SharedPrefect {
             e2e.stopRelay()
             let before = e2e.development.requests.count
             let relay = try e2e.startRelay()  // same database: the listing and the backfill both see the pause again
-            sleepSeconds(2)
-            #expect(e2e.development.requests.count == before)  // nothing at all re-sent, for any run
+            try holds("nothing at all re-sent, for any run", for: 2) { e2e.development.requests.count == before }
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
             #expect(e2e.pushes(to: EndToEnd.startToken, run: run).count == 1)
             #expect(try Store(path: e2e.directory + "/relay.db").waitingPause(runID: run) != nil)
@@ -150,11 +150,10 @@ extension SharedPrefect {
             e2e.stopRelay()
             let run = try e2e.runFlow("str")
             try e2e.waitForState(run, type: "PAUSED")
-            sleepSeconds(1)  // let the input rows land, as they would before anyone looks
+            try e2e.waitForInputRows(run)  // as they would be before anyone looks
             try e2e.startRelay()
             try waitUntil("the alert", timeout: 30) { !e2e.pushes(to: EndToEnd.deviceToken, run: run).isEmpty }
-            sleepSeconds(2)
-            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            try holds("one alert", for: 2) { e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1 }
             #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run)[0].payload["aps"]?["category"] == "waiting-reply")
             try e2e.resume(run, input: ["value": "ok"])
         }
@@ -196,8 +195,7 @@ extension SharedPrefect {
             #expect(alert.payload["aps"]?["alert"]?["title"] == "Ship billing-api 1.4.2?")
             #expect(alert.payload["aps"]?["alert"]?["body"]?.string?.contains("faster invoices") == true)
             try e2e.resume(run)
-            sleepSeconds(1)
-            #expect(e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1)
+            try holds("one alert", for: 1) { e2e.pushes(to: EndToEnd.deviceToken, run: run).count == 1 }
             #expect(e2e.relay?.process.log.contains("flow.habit") == true)
         }
 

@@ -76,8 +76,8 @@ extension SharedPrefect {
             let prefect = setup.prefect
             #expect(isCount(await prefect.json("POST", "/flows/count", body: [:])))
             #expect(setup.forwarder.accepted == 1)
-            // Past uvicorn's keep-alive timeout: the server has closed our idle connection.
-            try await Task.sleep(for: .seconds(6))
+            // Past uvicorn's keep-alive timeout (5 s) the server closes our idle connection.
+            try await eventually("the server closed the idle connection", within: 20) { setup.forwarder.closed == 1 }
             for _ in 0..<3 { #expect(isCount(await prefect.json("POST", "/flows/count", body: [:]))) }
             #expect(setup.forwarder.accepted == 2)
         }

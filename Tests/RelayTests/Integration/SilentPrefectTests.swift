@@ -76,13 +76,12 @@ import Testing
         var env = environment(server, directory)
         env["LOG_LEVEL"] = "info"
         let check = try ChildProcess(RelayProcess.binary, ["check"], environment: env, logPath: directory + "/check.log")
-        // Waited for with Task.sleep, not a blocking poll: `check` takes 20 s here, and a test thread held that long
+        // Polled from the task, not a blocking poll: `check` takes 20 s here, and a test thread held that long
         // starves the suites that share the 2-core machine's cooperative pool.
         var code: Int32?
-        let deadline = SystemClock.monotonic() + 60
-        while code == nil && SystemClock.monotonic() < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        await poll(within: 60, every: 0.05) {
             code = check.exitCode()
+            return code != nil
         }
         if code == nil { check.stop(signal: SIGKILL) }
         #expect(code == 1, "\(check.log)")

@@ -16,8 +16,7 @@ import Testing
         // In WAL mode commits only append to the log. A few writes stay there (below 100 pages, an hour from the
         // age limit)...
         for n in 0..<5 { try store.upsertDevice(device(n), now: 1) }
-        try await Task.sleep(for: .milliseconds(2_500))
-        #expect(devicesInTheFile(dir) == 0, "checkpointed a log of a few pages")
+        try await holds("a log of a few pages stays uncheckpointed", during: 2.5) { devicesInTheFile(dir) == 0 }
         // ...and many more are copied within a look or two of the checkpointer.
         for n in 5..<300 { try store.upsertDevice(device(n), now: 1) }
         #expect(await devicesInTheFile(dir, become: 300), "no checkpoint within 5 s of the log passing 100 pages")
@@ -58,11 +57,7 @@ import Testing
 
     /// Whether the file itself holds `count` devices within 5 s.
     private func devicesInTheFile(_ dir: StoreScratch, become count: Int) async -> Bool {
-        for _ in 0..<50 {
-            if devicesInTheFile(dir) == count { return true }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return false
+        await poll(within: 5, every: 0.1) { devicesInTheFile(dir) == count }
     }
 
     private func device(_ n: Int) -> DeviceRegistration {

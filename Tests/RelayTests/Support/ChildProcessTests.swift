@@ -44,21 +44,18 @@ import Testing
 extension ChildProcess {
     /// Polls `exitCode()` (the non-blocking read) until it has one, bounded.
     fileprivate func exitCodeWithin(_ seconds: Double) -> Int32? {
-        let deadline = SystemClock.monotonic() + seconds
-        while SystemClock.monotonic() < deadline {
-            if let code = exitCode() { return code }
-            usleep(20_000)
+        var code: Int32?
+        poll(timeout: seconds) {
+            code = exitCode()
+            return code != nil
         }
-        return nil
+        return code
     }
 
     /// Waits until it has ended without taking its ending (a later `stop()` still reports it).
     fileprivate func waitForExitUnread(timeout: Double) -> Bool {
-        let deadline = SystemClock.monotonic() + timeout
-        while SystemClock.monotonic() < deadline {
-            if kill(pid, 0) == 0, let state = try? TestFiles.read("/proc/\(pid)/stat"), state.contains(") Z ") { return true }
-            usleep(20_000)
+        poll(timeout: timeout) {
+            kill(pid, 0) == 0 && (try? TestFiles.read("/proc/\(pid)/stat"))?.contains(") Z ") == true
         }
-        return false
     }
 }

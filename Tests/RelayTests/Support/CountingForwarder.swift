@@ -11,11 +11,14 @@ final class CountingForwarder: @unchecked Sendable {
     private let target: Int
     private let listenFD: Int32
     private let acceptedCount = Atomic<Int>(0)
+    private let closedCount = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private var thread = pthread_t()
 
     /// Connections accepted and joined to the target so far.
     var accepted: Int { acceptedCount.load(ordering: .relaxed) }
+    /// Connections that have ended, either side having closed.
+    var closed: Int { closedCount.load(ordering: .relaxed) }
 
     /// Forwards to 127.0.0.1:`target`.
     init(to target: Int) throws {
@@ -87,6 +90,7 @@ final class CountingForwarder: @unchecked Sendable {
                 close(pairs[index].client)
                 close(pairs[index].server)
                 pairs.remove(at: index)
+                closedCount.add(1, ordering: .relaxed)
             }
             if fds[0].revents != 0 {
                 let client = acceptCloseOnExec(listenFD, nonBlocking: false)

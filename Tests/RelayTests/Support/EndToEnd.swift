@@ -103,6 +103,14 @@ final class EndToEnd: @unchecked Sendable {
         }
     }
 
+    /// Waits until the paused run's input schema row is stored (the flow writes it after its Paused state).
+    func waitForInputRows(_ runID: String, timeout: Double = 30) throws {
+        try waitUntil("run \(runID)'s input rows are stored", timeout: timeout) {
+            let rows = try? prefect.call("POST", "/flow_runs/\(runID)/input/filter", body: ["prefix": "paused", "limit": 10])
+            return rows?.json?.array?.contains { $0["key"]?.string?.hasSuffix("-schema") == true } == true
+        }
+    }
+
     func resume(_ runID: String, input: JSONValue? = nil) throws {
         let body: JSONValue = input.map { ["run_input": $0] } ?? [:]
         let reply = try prefect.call("POST", "/flow_runs/\(runID)/resume", body: body)
@@ -131,16 +139,6 @@ final class EndToEnd: @unchecked Sendable {
         flows.forEach { $0.stop(signal: SIGKILL, timeout: 5) }
         flows.removeAll()
     }
-}
-
-/// Polls `condition` every 0.1 s until it holds or `timeout` seconds pass (then throws naming `what`).
-func waitUntil(_ what: String, timeout: Double, _ condition: () throws -> Bool) throws {
-    let deadline = SystemClock.monotonic() + timeout
-    while SystemClock.monotonic() < deadline {
-        if try condition() { return }
-        sleepSeconds(0.1)
-    }
-    throw TestFailure("timed out after \(Int(timeout)) s waiting until \(what)")
 }
 
 /// The props a Live Activity push carries (a JSON string inside the payload).

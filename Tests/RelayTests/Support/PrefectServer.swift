@@ -49,14 +49,15 @@ actor PrefectServer {
         let started = try ChildProcess(PrefectServer.binary, ["server", "start", "--host", "127.0.0.1", "--port", String(port)],
                                        environment: env, logPath: home + "/server.log")
         let http = TestHTTP(port: port)
-        let deadline = SystemClock.monotonic() + 120
-        while SystemClock.monotonic() < deadline {
-            if let reply = try? http.request("GET", "/api/health", timeout: 2), reply.status == 200 {
-                process = started
-                return url
-            }
-            if started.waitForExit(timeout: 0) != nil { break }
-            sleepSeconds(0.3)
+        var healthy = false
+        // Until it answers, or has died.
+        poll(timeout: 120, every: 0.3) {
+            healthy = (try? http.request("GET", "/api/health", timeout: 2))?.status == 200
+            return healthy || started.waitForExit(timeout: 0) != nil
+        }
+        if healthy {
+            process = started
+            return url
         }
         started.stop(signal: SIGKILL)
         throw TestFailure("Prefect did not become healthy in 120 s: \(started.log.suffix(2000))")
@@ -72,14 +73,13 @@ actor PrefectServer {
     /// One REST call as the tests' own client. Prefect's SQLite answers 503 ("database is locked") under load, as
     /// the relay knows; the tests wait it out too (bounded), so a busy machine doesn't fail them.
     nonisolated func call(_ method: String, _ path: String, body: JSONValue? = nil) throws -> TestHTTP.Reply {
-        var reply = try TestHTTP(port: port).request(method, "/api" + path, headers: ["Authorization": PrefectServer.authorization],
-                                                     body: body?.encoded())
-        for attempt in 1...5 where reply.status == 503 {
-            sleepSeconds(0.2 * Double(attempt))
+        var reply: TestHTTP.Reply?
+        try poll(timeout: 3, every: 0.3) {
             reply = try TestHTTP(port: port).request(method, "/api" + path, headers: ["Authorization": PrefectServer.authorization],
                                                      body: body?.encoded())
+            return reply?.status != 503
         }
-        return reply
+        return reply!
     }
 }
 
@@ -135,18 +135,18 @@ final class RelayProcess: @unchecked Sendable {
     private enum Health { case up, portTaken, down }
 
     private static func waitForHealth(_ process: ChildProcess, port: Int, base: String) -> Health {
-        let deadline = SystemClock.monotonic() + 20
-        while SystemClock.monotonic() < deadline {
+        var health = Health.down
+        poll(timeout: 20, every: 0.05) {
             // Liveness, not the verdict: a relay started against a refused credential answers /health with 503.
             if let reply = try? TestHTTP(port: port).request("GET", base + "/health/live", timeout: 2), reply.status == 200 {
-                return .up
+                health = .up
+                return true
             }
-            if process.waitForExit(timeout: 0) != nil {
-                return process.log.contains("could not listen on port") ? .portTaken : .down
-            }
-            sleepSeconds(0.05)
+            guard process.waitForExit(timeout: 0) != nil else { return false }
+            health = process.log.contains("could not listen on port") ? .portTaken : .down
+            return true
         }
-        return .down
+        return health
     }
 
     /// SIGTERM and a bounded wait. A relay that died of a signal, exited non-zero, or did not stop within 10 s of

@@ -99,12 +99,13 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Waits for the process to exit by itself (bounded); returns the exit code, 128 + N for a death by signal N.
     func waitForExit(timeout: Double) -> Int32? {
-        let deadline = SystemClock.monotonic() + timeout
-        while true {
-            if let ended = reap() { return handedOver(ended) }
-            if SystemClock.monotonic() >= deadline { return nil }
-            usleep(20_000)
+        var ended: Int32?
+        poll(timeout: timeout) {
+            ended = reap()
+            return ended != nil
         }
+        guard let ended else { return nil }
+        return handedOver(ended)
     }
 
     var log: String { (try? TestFiles.read(logPath)) ?? "" }
@@ -188,5 +189,3 @@ enum TestFiles {
         return parts.joined(separator: "/")
     }
 }
-
-func sleepSeconds(_ seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
