@@ -89,7 +89,7 @@ import Testing
         await withTaskGroup(of: Authorizer.Verdict.self) { group in
             for _ in 0..<50 { group.addTask { await auth.verdict(for: "Basic same") } }
             // The first asks Prefect; the other 49 wait on its answer rather than asking too.
-            try? await eventually("the first check started", within: 10) { gate.calls.withLock { $0 } == 1 }
+            try? await eventually("the first check started", within: 30) { gate.calls.withLock { $0 } == 1 }
             try? await holds("one check for one credential", during: 0.1) { gate.calls.withLock { $0 } == 1 }
             gate.open.store(true, ordering: .releasing)
             for await verdict in group { #expect(verdict == .admitted) }
@@ -105,7 +105,7 @@ import Testing
         let auth = gated(gate)
         let verdicts = await withTaskGroup(of: Authorizer.Verdict.self, returning: [Authorizer.Verdict].self) { group in
             for i in 0..<100 { group.addTask { await auth.verdict(for: "Basic junk\(i)") } }
-            try? await eventually("the cap's checks started", within: 10) {
+            try? await eventually("the cap's checks started", within: 30) {
                 gate.calls.withLock { $0 } == Authorizer.maxConcurrentChecks
             }
             try? await holds("no check past the cap", during: 0.2) { gate.calls.withLock { $0 } <= Authorizer.maxConcurrentChecks }

@@ -38,7 +38,7 @@ import Testing
         try await Task.sleep(nanoseconds: 150_000_000)  // let the client see the hang-up before sending again
         harness.production.script(APNsHarness.token(100), .slow(ms: 150, .accept))
         async let lead = harness.client.send(APNsHarness.alert(APNsHarness.token(100)))
-        try await eventually("the lead push is at the server", within: 5) {
+        try await eventually("the lead push is at the server", within: 30) {
             harness.production.requests(for: APNsHarness.token(100)).count == 1
         }
         let rest = await withTaskGroup(of: Bool.self) { group in

@@ -40,7 +40,7 @@ import Testing
         harness.production.script(stuck, .silent)
         #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(4))).isDelivered)
         async let lost = harness.client.send(APNsHarness.alert(stuck))
-        try await eventually("the stuck push is at the server", within: 5) { harness.production.requests(for: stuck).count == 1 }
+        try await eventually("the stuck push is at the server", within: 30) { harness.production.requests(for: stuck).count == 1 }
         harness.production.dropConnections()
         guard case .connectionLost = await lost else { Issue.record("expected connectionLost"); return }
         #expect(harness.production.requests(for: stuck).count == 1)

@@ -151,7 +151,7 @@ import Testing
         let pool = try HTTPPool()
         defer { pool.close() }
         let held = (0..<8).map { index in Task { await pool.send(get(server, "/api/held/\(index)", timeout: 30)) } }
-        try await eventually("the server holds 8 requests", within: 10) { server.holding == 8 }
+        try await eventually("the server holds 8 requests", within: 30) { server.holding == 8 }
         // A 5 s deadline: queued behind the held ones (30 s), it would fail.
         let started = monotonicMs()
         let fresh = await pool.send(get(server, "/api/fresh", timeout: 5))
@@ -159,8 +159,8 @@ import Testing
         #expect(String(decoding: reply.body, as: UTF8.self) == "{\"fresh\":true}")
         print("a new call beside 8 held ones answered in \(monotonicMs() - started) ms")
         // Counted once a loop turn: the fresh call's answer leaves 8 open at the server.
-        try await eventually("8 reads in flight", within: 3) { pool.counts.snapshot.inFlight == 8 }
-        try await eventually("8 reads counted stalled", within: 3) { pool.counts.snapshot.stalled == 8 }
+        try await eventually("8 reads in flight", within: 30) { pool.counts.snapshot.inFlight == 8 }
+        try await eventually("8 reads counted stalled", within: 30) { pool.counts.snapshot.stalled == 8 }
         server.release()
         for (index, task) in held.enumerated() {
             guard case .success(let answer) = await task.value else { Issue.record("held call \(index)"); continue }
@@ -224,7 +224,7 @@ import Testing
             return call
         }
         let runA = (0..<5).map { index in Task { await pool.send(read("/api/a/\(index)", group: "a")) } }
-        try await eventually("the server holds run a's 3 reads", within: 3) { server.holding == 3 }
+        try await eventually("the server holds run a's 3 reads", within: 30) { server.holding == 3 }
         try await holds("run a reads on 3 connections at most", during: 0.1) { server.requests == 3 }
         #expect(status(await pool.send(read("/api/b", group: "b"))) == 200)
         server.release()
@@ -285,7 +285,7 @@ import Testing
         let pool = try HTTPPool()
         let call = get(server)
         let waiting = Task { await pool.send(call) }
-        try await eventually("the call is at the server", within: 5) { server.requests == 1 }
+        try await eventually("the call is at the server", within: 30) { server.requests == 1 }
         pool.close()
         guard case .failure = await waiting.value else { Issue.record("expected a failure"); return }
         guard case .failure = await pool.send(call) else { Issue.record("expected a failure after close"); return }

@@ -55,9 +55,9 @@ import Testing
         return Int(sqlite3_column_int64(statement, 0))
     }
 
-    /// Whether the file itself holds `count` devices within 5 s.
+    /// Whether the file itself holds `count` devices within 30 s (a bound for a stalled machine; it takes a look or two).
     private func devicesInTheFile(_ dir: StoreScratch, become count: Int) async -> Bool {
-        await poll(within: 5, every: 0.1) { devicesInTheFile(dir) == count }
+        await poll(within: 30, every: 0.1) { devicesInTheFile(dir) == count }
     }
 
     private func device(_ n: Int) -> DeviceRegistration {

@@ -33,9 +33,22 @@ actor PrefectServer {
 
     var url: String { "http://127.0.0.1:\(port)/api" }
 
-    /// The API root, e.g. http://127.0.0.1:PORT/api; starts the server if it isn't running.
-    func apiURL() throws -> String {
+    /// The API root, e.g. http://127.0.0.1:PORT/api; starts the server if it isn't running. Waits without blocking a
+    /// thread: the first suites all ask at once, and a start that held one of the cooperative pool's two threads (for
+    /// half a minute under ThreadSanitizer) stalled every async test beside it. Callers that come while it starts
+    /// wait for that start.
+    func apiURL() async throws -> String {
         if process != nil { return url }
+        if let starting { return try await starting.value }
+        let start = Task { try await self.start() }
+        starting = start
+        defer { starting = nil }
+        return try await start.value
+    }
+
+    private var starting: Task<String, any Error>?
+
+    private func start() async throws -> String {
         guard access(PrefectServer.binary, X_OK) == 0 else {
             throw TestFailure("no Prefect at \(PrefectServer.binary): run `make deps` (or set PREFECT_BIN)")
         }
@@ -51,7 +64,7 @@ actor PrefectServer {
         let http = TestHTTP(port: port)
         var healthy = false
         // Until it answers, or has died.
-        poll(timeout: 120, every: 0.3) {
+        await poll(within: 120, every: 0.3) {
             healthy = (try? http.request("GET", "/api/health", timeout: 2))?.status == 200
             return healthy || started.waitForExit(timeout: 0) != nil
         }
