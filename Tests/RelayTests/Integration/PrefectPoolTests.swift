@@ -77,7 +77,7 @@ extension SharedPrefect {
             #expect(isCount(await prefect.json("POST", "/flows/count", body: [:])))
             #expect(setup.forwarder.accepted == 1)
             // Past uvicorn's keep-alive timeout (5 s) the server closes our idle connection.
-            try await eventually("the server closed the idle connection", within: 20) { setup.forwarder.closed == 1 }
+            try await eventually("the server closed the idle connection", within: 60) { setup.forwarder.closed == 1 }
             for _ in 0..<3 { #expect(isCount(await prefect.json("POST", "/flows/count", body: [:]))) }
             #expect(setup.forwarder.accepted == 2)
         }
