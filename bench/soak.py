@@ -45,8 +45,8 @@ from run import ROOT, Fake, RelayRun, register_devices, run_stamp  # noqa: E402
 # SOAK_BIN_DIR: where the relay and fake-apns builds are (default: the release builds, as `make soak` makes them).
 run.BIN = os.environ.get("SOAK_BIN_DIR") or run.BIN
 # KiB per pause after the warm-up of the heap in use net of SQLite's page cache (see memory_verdict). A healthy
-# relay's was 0.186-0.189 from 2,500 to 3,000 pauses in four runs, one with both cores busy (its whole RSS slope
-# 0.21-0.31 in those runs, 0.54 in a fresh-clone run under load, which failed the old RSS bound). A relay leaking
+# relay's was 0.186-0.204 from 2,500 to 3,000 pauses in four runs, one with both cores busy (its whole RSS slope
+# 0.14-0.31 in those runs, 0.54 in a fresh-clone run under load, which failed the old RSS bound). A relay leaking
 # 1 KiB per write(2), about 9 writes per pause, shows 8.3. Half a KiB keeps a margin on both sides, and a leak of
 # 1 KiB per pause fails too.
 MAX_SLOPE_KIB = 0.5
