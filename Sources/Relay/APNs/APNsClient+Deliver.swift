@@ -8,10 +8,10 @@ extension APNsClient {
         let role = TokenRole(token: push.deviceToken, device: device)
         let first = await send(push.on(device.environment))
         var second: APNsOutcome?
-        if first.action == .tryOtherHost {
+        if DeliveryTable.step(push.purpose, first.fate) == .tryOtherHost {
             second = await send(push.on(device.environment.other))
         }
-        let delivery = Delivery.resolve(first: first, stored: device.environment, second: second, role: role)
+        let delivery = Delivery.resolve(push.purpose, first: first, stored: device.environment, second: second, role: role)
         if delivery.effect != .none {
             Log.info("apns.device_effect", ["device": Log.short(push.deviceToken), "effect": "\(delivery.effect)",
                                             "reason": delivery.outcome.label])

@@ -82,7 +82,8 @@ extension APNsClient {
         for (index, push) in batch {
             // Consecutive pushes of one message share its encoded headers and body; only the path differs.
             if shared == nil || !push.sameMessage(as: shared!.push) { shared = (push, Self.request(push, token: token)) }
-            let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body)
+            let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body,
+                                      purpose: push.purpose)
             if push.environment == .production {
                 queue((index, request), in: &production, for: .production, sink)
             } else {
@@ -219,7 +220,7 @@ private struct FanOut {
         let environment = item.firstAnswer == nil ? stored : stored.other
         APNsClient.log(items[index].push, on: environment, outcome, attempt: APNsOutcome.attempt(retries: item.retries, renewed: item.renewed),
                        ms: monotonicMs() - item.started)
-        switch outcome.nextStep(retries: &item.retries, renewed: &item.renewed, backoff: policy, random: random) {
+        switch outcome.nextStep(items[index].push.purpose, retries: &item.retries, renewed: &item.renewed, backoff: policy, random: random) {
         case .renewToken(let reason):
             item.started = monotonicMs()
             state[index] = item
@@ -228,7 +229,7 @@ private struct FanOut {
             item.started = monotonicMs() + Int64(ms)
             state[index] = item
             return .resendLater(items[index].push.on(environment), token: token, ms: ms)
-        case .finish where item.firstAnswer == nil && outcome.action == .tryOtherHost:
+        case .finish where item.firstAnswer == nil && DeliveryTable.step(items[index].push.purpose, outcome.fate) == .tryOtherHost:
             item = Item(firstAnswer: outcome)
             state[index] = item
             return .resend(items[index].push.on(stored.other), token: token)
@@ -245,7 +246,7 @@ private struct FanOut {
         finished += 1
         // After a move to the other host, the first host's answer leads and this one is the second. The token's role
         // is only worked out for a token to drop: reading it copies the whole (push, device) pair.
-        return Delivery.resolve(first: first ?? outcome, stored: stored, second: first == nil ? nil : outcome,
+        return Delivery.resolve(items[index].push.purpose, first: first ?? outcome, stored: stored, second: first == nil ? nil : outcome,
                                 role: TokenRole(token: items[index].push.deviceToken, device: items[index].device))
     }
 }

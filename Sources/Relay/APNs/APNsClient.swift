@@ -80,7 +80,7 @@ package final class APNsClient: Sendable {
         var (retries, renewedOnce) = (0, false)
         while true {
             let outcome = await attempt(push, token: token, attempt: APNsOutcome.attempt(retries: retries, renewed: renewedOnce))
-            switch outcome.nextStep(retries: &retries, renewed: &renewedOnce, backoff: backoff, random: Double.random(in: 0..<1)) {
+            switch outcome.nextStep(push.purpose, retries: &retries, renewed: &renewedOnce, backoff: backoff, random: Double.random(in: 0..<1)) {
             case .renewToken(let reason):
                 guard let renewed = renewed(after: token, reason: reason, on: push.environment) else { return outcome }
                 token = renewed
@@ -107,7 +107,7 @@ package final class APNsClient: Sendable {
     /// The HTTP/2 request for `push`, signed with `token`.
     static func request(_ push: Push, token: String) -> APNsRequest {
         APNsRequest(path: push.path, headers: [("authorization", "bearer " + token)] + push.headers,
-                    body: Array(push.payload.utf8))
+                    body: Array(push.payload.utf8), purpose: push.purpose)
     }
 
     /// The provider token to sign with now, or nil (logged) when it can't be signed.

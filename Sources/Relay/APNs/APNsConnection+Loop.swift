@@ -11,30 +11,28 @@ extension APNsConnection {
             answers.flush()
             let (incoming, closing, recycle) = takeInbox()
             for push in incoming { waiting.append(push) }
-            if recycle { link?.goingAway = true }
+            if recycle { machine.stopNewStreams() }
             if closing {
                 shutDown()
                 return
             }
             let now = monotonicMs()
-            let next = policy.turn(now: now, waiting: !waiting.isEmpty, linkOpen: link != nil)
+            let next = machine.turn(now: now, waiting: !waiting.isEmpty)
             if next.expireDeadlines {
                 waiting.expire(now: now)
-                link?.expire(now: now)
+                link?.expire(machine.expire(now: now))
             }
             if next.connect { openLink() }
             if let link {
                 submitWaiting(on: link)
                 link.transmit()
-                switch policy.health(of: link.facts(), now: now) {
-                case .fine: break
+                switch machine.upkeep(now: now, session: link.facts()) {
+                case .none: break
                 case .ping:
                     link.ping(now: now)
                     link.transmit()
-                case .failed(let reason): link.failure = reason
-                }
-                if link.isFinished {
-                    retire(link, reason: link.failure ?? "connection finished")
+                case .retire(let reason):
+                    retire(link, reason: reason)
                     continue
                 }
             }
@@ -51,7 +49,8 @@ extension APNsConnection {
         do {
             let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs,
                                                proxy: proxy)
-            link = try APNsLink(socket: socket, id: linksOpened)
+            link = try APNsLink(socket: socket, id: linksOpened, connection: self)
+            machine.connected(id: linksOpened, now: monotonicMs())
             linksOpenedCount.add(1, ordering: .relaxed)
             reachability.withLock { $0 = FailureStreak() }
             Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),
@@ -64,20 +63,21 @@ extension APNsConnection {
                 streak = streak ?? FailureStreak()
                 streak?.failed(at: time, error: "\(error)")
             }
-            policy.connectFailed(now: monotonicMs())
+            machine.connectFailed(now: monotonicMs(), random: Double.random(in: 0..<1))
             for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
         }
     }
 
     private func submitWaiting(on link: APNsLink) {
-        let limit = policy.streamLimit(of: link.facts())
+        var room = machine.room(link.facts())
         var submitted = 0
-        while link.streams.count < limit, link.acceptsStreams, let push = waiting.popFirst() {
+        while room > 0, let push = waiting.popFirst() {
             if push.isFinished { continue }
             if !link.submit(push, authority: authority) {
                 waiting.prepend([push])
                 break
             }
+            room -= 1
             submitted += 1
             // A large fan-out goes out as it is encoded: the first requests are on the wire, and APNs at work on
             // them, while the rest are still being submitted (at 1,000 pushes the first used to wait ~10 ms).
@@ -87,19 +87,18 @@ extension APNsConnection {
 
     /// Drops a link: its unanswered-but-unsent pushes go back to the front of the queue for a fresh link.
     private func retire(_ old: APNsLink, reason: String) {
-        old.close(reason: reason)
+        old.close(ends: machine.linkClosed(reason: reason, now: monotonicMs()))
         waiting.prepend(old.resend)
         let resent = old.resend.count
         old.resend = []
         link = nil
         Log.info("apns.disconnected", ["host": authority, "connection": String(old.id), "reason": reason,
                                        "resend": String(resent)])
-        // A link that died on an error waits before the next attempt; a GOAWAY'd one is replaced at once.
-        policy.retired(failed: old.failure != nil, now: monotonicMs())
     }
 
     private func waitForEvents(now: Int64) {
-        let timeout = policy.pollTimeout(now: now, waiting: !waiting.isEmpty, link: link?.facts())
+        let timeout = machine.pollTimeout(now: now, waiting: !waiting.isEmpty,
+                                          session: link?.facts() ?? APNsConnectionMachine.Session())
         // A direct send onto an idle link wakes the loop (`sendDirectly`), so these timers are all there is.
         var fds = [pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
         if let link {

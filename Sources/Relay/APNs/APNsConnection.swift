@@ -51,9 +51,10 @@ package final class APNsConnection: @unchecked Sendable {
     var link: APNsLink?
     var waiting = PushQueue()
     var linksOpened = 0
-    /// When to check deadlines, connect, PING; how many streams: decided here, done by the loop. Loop-bound (its
-    /// `turn` lock).
-    var policy: APNsLinkPolicy
+    /// Every decision about the link and its streams: when to connect, PING, retire; each stream's fate; how many
+    /// streams; how long to sleep. Loop-bound (its `turn` lock): the loop and the link's nghttp2 callbacks report
+    /// to it and do what it answers.
+    var machine: APNsConnectionMachine
     /// Answers for `submit`ted pushes, handed over once per loop turn.
     let answers = AnswerBatch()
 
@@ -65,7 +66,7 @@ package final class APNsConnection: @unchecked Sendable {
         self.authority = authority
         self.tls = tls
         self.options = options
-        policy = APNsLinkPolicy(options: options.link)
+        machine = APNsConnectionMachine(options: options.link)
         wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
         // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
@@ -133,13 +134,12 @@ package final class APNsConnection: @unchecked Sendable {
     private func sendDirectly(_ pushes: [PendingPush]) -> Bool {
         guard pushes.count <= Self.directSendLimit, turn.tryLock() else { return false }
         defer { turn.unlock() }
-        guard let link, link.failure == nil, link.acceptsStreams, waiting.isEmpty,
-              link.streams.count + pushes.count <= policy.streamLimit(of: link.facts()),
-              inbox.withLock({ !$0.closing && !$0.recycle && $0.pushes.isEmpty })
+        guard let link, inbox.withLock({ !$0.closing && !$0.recycle && $0.pushes.isEmpty }),
+              machine.maySendDirectly(pushes.count, queued: waiting.count, session: link.facts())
         else { return false }
         // The loop went to sleep on an idle link, until its long idle PING: it must learn of these streams' deadlines
         // and switch to the busy PING. On a busy link its sleep already ends at the soonest deadline check.
-        let loopSleepsIdle = link.streams.isEmpty
+        let loopSleepsIdle = machine.openStreams == 0
         var refused = false
         for push in pushes {
             // A session that takes no more streams (ids ran out): the loop moves what is left to a fresh link.
@@ -151,7 +151,8 @@ package final class APNsConnection: @unchecked Sendable {
         link.transmit()
         // The loop takes over what the write left: bytes the socket didn't take, a failed link, streams nghttp2 did
         // not send (`resend`), answers a callback finished meanwhile.
-        if loopSleepsIdle || refused || link.failure != nil || link.wantsWrite || !link.resend.isEmpty || !answers.isEmpty {
+        if loopSleepsIdle || refused || machine.failure != nil || link.wantsWrite || !link.resend.isEmpty
+            || !answers.isEmpty {
             wake()
         }
         return true

@@ -97,15 +97,15 @@ private func onLinkFrameReceived(_ session: OpaquePointer?, _ frame: UnsafePoint
     let owner = link(userData)
     switch UInt32(frame.pointee.hd.type) {
     case NGHTTP2_GOAWAY.rawValue:
-        owner.goingAway = true
         let goaway = frame.pointee.goaway
+        owner.connection.machine.goaway(lastStreamID: goaway.last_stream_id)
         let reason = goaway.opaque_data.map {
             String(decoding: UnsafeBufferPointer(start: $0, count: min(goaway.opaque_data_len, 200)), as: UTF8.self)
         } ?? ""
         Log.warn("apns.goaway", ["connection": String(owner.id), "last_stream": String(goaway.last_stream_id),
                                  "error": String(cString: nghttp2_http2_strerror(goaway.error_code)), "reason": reason])
     case NGHTTP2_PING.rawValue where frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
-        owner.pingSentAt = nil
+        owner.connection.machine.pingAcknowledged()
     default:
         break
     }
@@ -114,22 +114,16 @@ private func onLinkFrameReceived(_ session: OpaquePointer?, _ frame: UnsafePoint
 
 private func onLinkFrameSent(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
                              _ userData: UnsafeMutableRawPointer?) -> Int32 {
-    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
-          let push = box(session, frame.pointee.hd.stream_id) else { return 0 }
-    push.sent = true
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+    link(userData).connection.machine.headersSent(frame.pointee.hd.stream_id)
     return 0
 }
 
-/// HEADERS that nghttp2 dropped before sending (e.g. GOAWAY arrived while they were queued): never seen by
-/// APNs, so resent. The stream may never have opened, so no close callback follows; take the box here.
+/// HEADERS that nghttp2 dropped before sending (e.g. GOAWAY arrived while they were queued): never seen by APNs.
 private func onLinkFrameNotSent(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ error: Int32,
                                 _ userData: UnsafeMutableRawPointer?) -> Int32 {
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    let owner = link(userData)
-    if let push = owner.takeBox(frame.pointee.hd.stream_id), !push.isFinished {
-        push.resetForResend()
-        owner.resend.append(push)
-    }
+    link(userData).headersNotSent(frame.pointee.hd.stream_id)
     return 0
 }
 

@@ -11,26 +11,21 @@ import RelayCore
 final class APNsLink {
     let socket: TLSSocket
     let id: Int
+    /// The connection whose loop owns this link: its `machine` decides every stream's fate. Unowned: the connection
+    /// holds the link, never the reverse, and drops it before it goes.
+    unowned let connection: APNsConnection
     private(set) var session: OpaquePointer?
     /// Streams on the wire. Each value is the `passRetained` reference also stored as stream user data and as
     /// the stream's data provider source; it is released when it leaves here, in `takeBox` (nghttp2 is done with
     /// the stream) or in `close` (after the session is deleted).
     private(set) var streams: [Int32: Unmanaged<PendingPush>] = [:]
-    /// Pushes this link will not answer but that never reached APNs (refused, or not sent): resend elsewhere.
+    /// Pushes the machine said to send again on a fresh link (APNs never saw them); the loop queues them first.
     var resend: [PendingPush] = []
-    /// A 200 arrived, so APNs accepts our token: use the peer's stream limit instead of one.
-    var confirmed = false
-    /// GOAWAY seen (or stream ids ran out): no new streams here.
-    var goingAway = false
-    /// Set when the connection is broken; the loop then retires the link.
-    var failure: String?
-    var lastReadAt: Int64
-    var pingSentAt: Int64?
 
-    init(socket: TLSSocket, id: Int) throws(H2Error) {
+    init(socket: TLSSocket, id: Int, connection: APNsConnection) throws(H2Error) {
         self.socket = socket
         self.id = id
-        self.lastReadAt = monotonicMs()
+        self.connection = connection
         var callbacks: OpaquePointer?
         try H2Error.check(nghttp2_session_callbacks_new(&callbacks), "nghttp2_session_callbacks_new")
         defer { nghttp2_session_callbacks_del(callbacks) }
@@ -51,28 +46,27 @@ final class APNsLink {
 
     // MARK: - Streams
 
-    /// What the connection's policy (`APNsLinkPolicy`) needs to know of this link.
-    func facts() -> APNsLinkPolicy.Link {
-        let peer = session.map { Int(nghttp2_session_get_remote_settings($0, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)) } ?? 1
-        return APNsLinkPolicy.Link(lastReadAt: lastReadAt, pingSentAt: pingSentAt, openStreams: streams.count,
-                                   confirmed: confirmed && session != nil, peerStreamLimit: peer)
-    }
-
-    var acceptsStreams: Bool {
-        session != nil && !goingAway && failure == nil && nghttp2_session_check_request_allowed(session) != 0
+    /// What the connection's machine can't see of the nghttp2 session.
+    func facts() -> APNsConnectionMachine.Session {
+        guard let session else { return APNsConnectionMachine.Session(requestAllowed: false, finished: true) }
+        return APNsConnectionMachine.Session(
+            requestAllowed: nghttp2_session_check_request_allowed(session) != 0,
+            peerStreamLimit: Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)),
+            finished: nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
     }
 
     /// Starts one request. Returns false (the push untouched) when this session takes no more streams.
     func submit(_ push: PendingPush, authority: String) -> Bool {
         let retained = Unmanaged.passRetained(push)
         let streamID = submitRequest(push.request, authority: authority, box: retained.toOpaque())
-        if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { goingAway = true }
+        if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { connection.machine.stopNewStreams() }
         guard streamID > 0 else {
             // Never handed to nghttp2: undo the retain here.
             retained.release()
             return false
         }
         streams[streamID] = retained
+        connection.machine.submitted(streamID, purpose: push.request.purpose, deadline: push.deadline)
         return true
     }
 
@@ -86,49 +80,64 @@ final class APNsLink {
         return retained.takeRetainedValue()
     }
 
-    /// A stream ended. Answers go to their caller; pushes APNs never processed go to `resend`.
+    /// A stream ended: the machine says whether its caller gets the answer, hears it was lost, or it goes again.
     func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        guard let push = takeBox(streamID, closing: true), !push.isFinished else { return }
-        if let status = push.status {
-            if status == 200 { confirmed = true }
-            push.finish(.response(status: status, apnsID: push.apnsID, body: push.responseBody, retryAfter: push.retryAfter))
-        } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue || !push.sent {
+        guard let push = takeBox(streamID, closing: true), !push.isFinished,
+              let end = connection.machine.streamClosed(streamID, status: push.status,
+                                                        refused: errorCode == NGHTTP2_REFUSED_STREAM.rawValue,
+                                                        error: String(cString: nghttp2_http2_strerror(errorCode)))
+        else { return }
+        apply(end, to: push)
+    }
+
+    /// HEADERS nghttp2 dropped before sending (e.g. GOAWAY arrived while they were queued). The stream may never
+    /// have opened, so no close callback follows: the box is taken here.
+    func headersNotSent(_ streamID: Int32) {
+        guard let push = takeBox(streamID), !push.isFinished,
+              let end = connection.machine.headersNotSent(streamID) else { return }
+        apply(end, to: push)
+    }
+
+    /// Carries out a stream's end as the machine decided it.
+    private func apply(_ end: APNsConnectionMachine.StreamEnd, to push: PendingPush) {
+        switch end {
+        case .answered:
+            push.finish(.response(status: push.status ?? 0, apnsID: push.apnsID, body: push.responseBody,
+                                  retryAfter: push.retryAfter))
+        case .resend:
             push.resetForResend()
             resend.append(push)
-        } else {
-            push.finish(.lost("stream reset: " + String(cString: nghttp2_http2_strerror(errorCode))))
+        case .lost(let why):
+            push.finish(.lost(why))
+        case .timedOut:
+            push.finish(.timedOut)
         }
     }
 
-    /// Gives up on a stream whose deadline passed: the caller hears `.timedOut` now, APNs gets RST_STREAM.
-    func expire(now: Int64) {
-        for (streamID, retained) in streams {
-            let push = retained.takeUnretainedValue()
-            guard !push.isFinished, push.deadline <= now else { continue }
+    /// Ends the streams the machine found past their deadline: the caller hears `.timedOut` now, APNs gets
+    /// RST_STREAM. The box stays until nghttp2 closes the stream (it still reads it).
+    func expire(_ streamIDs: [Int32]) {
+        for streamID in streamIDs {
+            guard let push = streams[streamID]?.takeUnretainedValue(), !push.isFinished else { continue }
             push.finish(.timedOut)
             _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
         }
     }
 
-    /// Ends every stream still open when the link is dropped: unsent ones are resent, the rest are lost. The
-    /// session is deleted here, before the boxes are released: until then its streams still hold them as user data
-    /// and as their data providers' source, and a provider reads its box whenever the session packs DATA.
+    /// Ends every stream still open when the link is dropped, as the machine says (`ends`: lost or sent again).
+    /// The session is deleted here, before the boxes are released: until then its streams still hold them as user
+    /// data and as their data providers' source, and a provider reads its box whenever the session packs DATA.
     /// `nghttp2_session_del` calls no callback, so nothing reads them on the way out. The link is not used after this.
-    func close(reason: String) {
+    func close(ends: [(Int32, APNsConnectionMachine.StreamEnd)]) {
         nghttp2_session_del(session)
         session = nil
-        let open = streams.sorted { $0.key < $1.key }
+        let open = streams
         streams = [:]
-        for (_, retained) in open {
-            let push = retained.takeRetainedValue()
-            guard !push.isFinished else { continue }
-            if push.sent {
-                push.finish(.lost(reason))
-            } else {
-                push.resetForResend()
-                resend.append(push)
-            }
+        for (streamID, end) in ends {
+            guard let push = open[streamID]?.takeUnretainedValue(), !push.isFinished else { continue }
+            apply(end, to: push)
         }
+        for retained in open.values { retained.release() }
     }
 
     // MARK: - I/O
@@ -138,13 +147,13 @@ final class APNsLink {
         let status = socket.readAvailable { bytes in
             let used = nghttp2_session_mem_recv(session, bytes.baseAddress, bytes.count)
             if used < 0 {
-                failure = "HTTP/2: " + String(cString: nghttp2_strerror(Int32(used)))
+                connection.machine.failed("HTTP/2: " + String(cString: nghttp2_strerror(Int32(used))))
                 return false
             }
             return true
         }
-        lastReadAt = now
-        if case .closed(let why) = status, failure == nil { failure = why }
+        connection.machine.read(now: now)
+        if case .closed(let why) = status { connection.machine.failed(why) }
     }
 
     /// Moves the session's pending frames into the socket and writes what the socket takes.
@@ -153,25 +162,18 @@ final class APNsLink {
             var data: UnsafePointer<UInt8>?
             let length = nghttp2_session_mem_send(session, &data)
             if length < 0 {
-                failure = "HTTP/2: " + String(cString: nghttp2_strerror(Int32(length)))
+                connection.machine.failed("HTTP/2: " + String(cString: nghttp2_strerror(Int32(length))))
                 return
             }
             guard length > 0, let data else { break }
             socket.enqueue(UnsafeBufferPointer(start: data, count: length))
         }
-        if let error = socket.flush(), failure == nil { failure = error }
+        if let error = socket.flush() { connection.machine.failed(error) }
     }
 
     var wantsWrite: Bool { socket.wantsWrite || nghttp2_session_want_write(session) != 0 }
 
-    /// Neither side has anything more to say on this session.
-    var isFinished: Bool {
-        session == nil || failure != nil || (goingAway && streams.isEmpty)
-            || (nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
-    }
-
     func ping(now: Int64) {
-        guard pingSentAt == nil else { return }
-        if nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil) == 0 { pingSentAt = now }
+        if nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil) == 0 { connection.machine.pingSent(now: now) }
     }
 }

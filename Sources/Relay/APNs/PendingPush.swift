@@ -4,18 +4,21 @@ import RelayCore
 /// A request ready for the wire: `:path`, the other headers (authorization included) and the body.
 struct APNsRequest: Sendable {
     var path: String
+    /// The push's purpose: the connection's machine keeps it with the stream (`DeliveryTable`).
+    var purpose: PushPurpose
     /// Every header but the pseudo-headers, encoded once: a fan-out of one message shares one block (and one body).
     var fields: HeaderFields
     var body: [UInt8]
 
-    init(path: String, fields: HeaderFields, body: [UInt8]) {
+    init(path: String, fields: HeaderFields, body: [UInt8], purpose: PushPurpose) {
         self.path = path
+        self.purpose = purpose
         self.fields = fields
         self.body = body
     }
 
-    init(path: String, headers: [(name: String, value: String)], body: [UInt8]) {
-        self.init(path: path, fields: HeaderFields(headers, bodyCount: body.count), body: body)
+    init(path: String, headers: [(name: String, value: String)], body: [UInt8], purpose: PushPurpose = .test) {
+        self.init(path: path, fields: HeaderFields(headers, bodyCount: body.count), body: body, purpose: purpose)
     }
 }
 
@@ -112,8 +115,6 @@ final class PendingPush {
     private var batch: AnswerBatch?
 
     var bodyOffset = 0
-    /// The HEADERS frame went out: from here on a lost connection means "delivery unknown".
-    var sent = false
     var status: Int?
     var apnsID: String?
     var retryAfter: Int?
@@ -157,7 +158,6 @@ final class PendingPush {
     /// Forgets the response of an attempt that will be sent again on a fresh connection.
     func resetForResend() {
         bodyOffset = 0
-        sent = false
         status = nil
         apnsID = nil
         retryAfter = nil

@@ -56,10 +56,10 @@ extension OutboxSender {
     private func settled(_ item: OutboxItem, _ delivery: Delivery) {
         apply(delivery.effect, device: item.device, runID: item.runID)
         // Jitter only matters for a retry; drawing it for every answer cost a getrandom(2) each.
-        let verdict = OutboxVerdict.after(delivery.outcome, attempts: item.attempts + 1,
-                                       expiresAt: item.push.expiration ?? .max, now: now(),
-                                       random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1),
-                                         backoff: backoff)
+        let verdict = OutboxVerdict.after(delivery.outcome, purpose: item.purpose, attempts: item.attempts + 1,
+                                          expiresAt: item.push.expiration ?? .max, now: now(),
+                                          random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1),
+                                          backoff: backoff)
         if case .retry = verdict {
             tally.count { $0.pushRetries += 1 }
         } else if !delivery.outcome.isDelivered {

@@ -73,8 +73,11 @@ public struct APNsLinkPolicy: Sendable {
         return turn
     }
 
-    /// A connect failed: the next waits `reconnectDelayMs`.
-    public mutating func connectFailed(now: Int64) { nextConnectAt = now + Int64(options.reconnectDelayMs) }
+    /// A connect failed: the next waits `delayMs` (by default `reconnectDelayMs`; `APNsConnectionMachine` passes
+    /// its backoff's).
+    public mutating func connectFailed(now: Int64, delayMs: Int64? = nil) {
+        nextConnectAt = now + (delayMs ?? Int64(options.reconnectDelayMs))
+    }
 
     /// A link was retired: one that failed waits before the next attempt; a GOAWAY'd one is replaced at once.
     public mutating func retired(failed: Bool, now: Int64) {

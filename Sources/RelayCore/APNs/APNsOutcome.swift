@@ -4,11 +4,11 @@ public enum APNsOutcome: Sendable, Equatable {
     case delivered(apnsID: String?)
     /// APNs answered with an error status.
     case rejected(APNsRejection)
-    /// No answer within the deadline. It may have been delivered, so it is never resent.
+    /// Sent, and no answer within the deadline: it may have been delivered (`DeliveryTable` says who may go again).
     case timedOut
     /// APNs was never reached (DNS, connect, TLS): nothing was sent, so a retry is safe.
     case unreachable(String)
-    /// The connection died after the request went out: delivery unknown, so it is never resent.
+    /// The connection died after the request went out: delivery unknown (`DeliveryTable` says who may go again).
     case connectionLost(String)
 
     public var isDelivered: Bool {
@@ -36,21 +36,20 @@ public enum APNsOutcome: Sendable, Equatable {
         }
     }
 
-    /// What to do about it (Apple's table of reasons; `docs/architecture.md`, "APNs").
-    public var action: APNsAction {
+    /// Which of the delivery table's fates this is (Apple's table of reasons; `DeliveryTable` says what follows).
+    public var fate: DeliveryFate {
         switch self {
         case .delivered:
             return .delivered
         case .rejected(let r):
-            if r.status == 410 || r.reason?.meansTokenGone == true { return .dropToken }
-            if r.reason == .badDeviceToken { return .tryOtherHost }
-            if r.status == 403, r.reason?.isProviderTokenError == true { return .renewProviderToken }
-            if r.status == 429 || r.status >= 500 || r.reason == .idleTimeout { return .retryLater }
-            return .fail
-        case .unreachable:
-            return .retryLater
-        case .timedOut, .connectionLost:
-            return .fail
+            if r.status == 410 || r.reason?.meansTokenGone == true { return .tokenGone }
+            if r.reason == .badDeviceToken { return .wrongHost }
+            if r.status == 403, r.reason?.isProviderTokenError == true { return .providerTokenRefused }
+            if r.status == 429 || r.status >= 500 || r.reason == .idleTimeout { return .throttled }
+            return .refused
+        case .unreachable: return .unreachable
+        case .timedOut: return .deadlinePassedAfterSending
+        case .connectionLost: return .connectionLostAfterSending
         }
     }
 }
@@ -73,21 +72,6 @@ public struct APNsRejection: Sendable, Equatable {
     }
 }
 
-/// The classification of an outcome.
-public enum APNsAction: Sendable, Equatable {
-    case delivered
-    /// 410, Unregistered, ExpiredToken, DeviceTokenNotForTopic: forget the token.
-    case dropToken
-    /// 400 BadDeviceToken: the token may belong to the other environment.
-    case tryOtherHost
-    /// 403 provider-token error: sign a new token (policy permitting) and retry once.
-    case renewProviderToken
-    /// 429, 5xx, IdleTimeout, never reached: retry with bounded backoff.
-    case retryLater
-    /// Anything else: a bug or configuration problem; keep the token, report the failure.
-    case fail
-}
-
 extension APNsOutcome {
     /// What a push retried within one send does after this answer.
     public enum NextStep: Sendable, Equatable {
@@ -99,11 +83,13 @@ extension APNsOutcome {
         case finish
     }
 
-    /// The retry rules of one send: a provider-token error re-signs and tries once more; a `retryLater` answer
-    /// waits per `backoff` (at least its `Retry-After`, within reason) and tries again. `retries` and `renewed` are
-    /// the push's own counts, updated here. Pure; shared by single sends and fan-outs.
-    public func nextStep(retries: inout Int, renewed: inout Bool, backoff: Backoff, random: Double) -> NextStep {
-        switch action {
+    /// The retry rules of one send, read from `DeliveryTable` for `purpose`: a provider-token error re-signs and
+    /// tries once more; a `retryLater` step waits per `backoff` (at least its `Retry-After`, within reason) and tries
+    /// again. `retries` and `renewed` are the push's own counts, updated here. Pure; shared by single sends and
+    /// fan-outs.
+    public func nextStep(_ purpose: PushPurpose, retries: inout Int, renewed: inout Bool, backoff: Backoff,
+                         random: Double) -> NextStep {
+        switch DeliveryTable.step(purpose, fate) {
         case .renewProviderToken where !renewed:
             renewed = true
             guard case .rejected(let rejection) = self, let reason = rejection.reason else { return .finish }

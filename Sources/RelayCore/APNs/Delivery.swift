@@ -50,21 +50,22 @@ public enum TokenRole: Sendable, Equatable {
 }
 
 extension Delivery {
-    /// Resolves the wrong-host rule. `first` is the answer from the device's stored environment; `second`
-    /// is the answer from the other host, present only when `first` said BadDeviceToken.
-    /// `role` is only worked out when a token is to be dropped (it compares tokens, and most answers are 200s).
-    public static func resolve(first: APNsOutcome, stored: APNsEnvironment, second: APNsOutcome?,
-                               role: @autoclosure () -> TokenRole) -> Delivery {
-        switch first.action {
+    /// Resolves the wrong-host rule, as `DeliveryTable` says for `purpose`. `first` is the answer from the device's
+    /// stored environment; `second` is the answer from the other host, present only when `first`'s step was to try
+    /// it. `role` is only worked out when a token is to be dropped (it compares tokens, and most answers are 200s).
+    public static func resolve(_ purpose: PushPurpose, first: APNsOutcome, stored: APNsEnvironment,
+                               second: APNsOutcome?, role: @autoclosure () -> TokenRole) -> Delivery {
+        switch DeliveryTable.step(purpose, first.fate) {
         case .dropToken:
             return Delivery(outcome: first, environment: stored, effect: role().dropEffect)
         case .tryOtherHost:
             guard let second else { return Delivery(outcome: first, environment: stored, effect: .none) }
             let other = stored.other
-            switch second.action {
-            case .delivered:
+            if second.isDelivered {
                 // Every token of one app install shares its aps-environment, so any of them moves the device.
                 return Delivery(outcome: second, environment: other, effect: .updateEnvironment(other))
+            }
+            switch DeliveryTable.step(purpose, second.fate) {
             case .tryOtherHost, .dropToken:
                 return Delivery(outcome: second, environment: other, effect: role().dropEffect)
             default:

@@ -14,9 +14,12 @@ public struct Push: Sendable, Equatable {
     /// Unix seconds; nil leaves the `apns-expiration` header out.
     public var expiration: Int64?
     public var payload: String
+    /// Why it is sent: the delivery table's row (`DeliveryTable`). A push made outside the outbox (the test push,
+    /// `check`'s probe) is `.test`.
+    public var purpose: PushPurpose
 
     public init(kind: Kind, deviceToken: String, environment: APNsEnvironment, topic: String, priority: Int = 10,
-                collapseID: String? = nil, expiration: Int64? = nil, payload: String) {
+                collapseID: String? = nil, expiration: Int64? = nil, payload: String, purpose: PushPurpose = .test) {
         self.kind = kind
         self.deviceToken = deviceToken
         self.environment = environment
@@ -25,6 +28,7 @@ public struct Push: Sendable, Equatable {
         self.collapseID = collapseID
         self.expiration = expiration
         self.payload = payload
+        self.purpose = purpose
     }
 
     /// `:path` of the request (tokens are stored lowercase; an uppercase one is lowered here).
@@ -46,7 +50,7 @@ public struct Push: Sendable, Equatable {
     /// Whether `other` carries the same message (headers and payload), whatever its token and host: a fan-out
     /// encodes such pushes' headers and body once.
     public func sameMessage(as other: Push) -> Bool {
-        kind == other.kind && priority == other.priority && expiration == other.expiration
+        kind == other.kind && purpose == other.purpose && priority == other.priority && expiration == other.expiration
             && collapseID == other.collapseID && topic == other.topic && payload == other.payload
     }
 

@@ -15,6 +15,8 @@ public enum PushPurpose: String, Sendable, Equatable, CaseIterable {
     /// The Live Activity's new content when a late context event changed the pause's text, to the activity's
     /// update token; silent.
     case update
+    /// `POST /devices/{id}/test` and `check`'s probe: sent outside the outbox, its answer reported to the caller.
+    case test
 }
 
 /// One body for many tokens: what a fan-out writes once, whatever the number of devices.
@@ -46,7 +48,7 @@ public struct OutboxMessage: Sendable, Equatable {
     /// The push to `token` of `device`, on the device's stored host.
     public func push(to token: String, of device: Device) -> Push {
         Push(kind: kind, deviceToken: token, environment: device.environment, topic: topic, priority: priority,
-             collapseID: collapseID, expiration: expiresAt, payload: payload)
+             collapseID: collapseID, expiration: expiresAt, payload: payload, purpose: purpose)
     }
 }
 
@@ -92,24 +94,18 @@ public enum OutboxVerdict: Sendable, Equatable {
 }
 
 extension OutboxVerdict {
-    /// When a stored push is tried again. Pure; the caller supplies the clock and the random draw.
+    /// When a stored push is tried again: its purpose's row of `DeliveryTable`. Pure; the caller supplies the clock
+    /// and the random draw.
     ///
-    /// `retryLater` answers (429, 5xx, APNs unreachable) and answers that never came (timed out, connection lost
-    /// after the request went out) are tried again after `max(Retry-After, backoff.delay(failures: n))` for the
-    /// n-th attempt that failed, until the push's expiry. A lost answer is sent again although the first copy may
-    /// have arrived: at-least-once, with `apns-collapse-id` folding the rare duplicate on the phone. Everything else
-    /// (delivered, a dead token, a bad request) is settled.
-    public static func after(_ outcome: APNsOutcome, attempts: Int, expiresAt: Int64, now: Double, random: Double,
-                             backoff: Backoff = .outbox) -> OutboxVerdict {
-        let asked: Double
-        switch outcome {
-        case .rejected(let rejection) where outcome.action == .retryLater:
-            asked = Double(rejection.retryAfter ?? 0)
-        case .unreachable, .timedOut, .connectionLost:
-            asked = 0
-        default:
-            return .settled
-        }
+    /// A `retryLater` step (429, 5xx, APNs unreachable; and for purposes that may repeat, an answer that never came
+    /// after the request went out) is tried again after `max(Retry-After, backoff.delay(failures: n))` for the n-th
+    /// attempt that failed, until the push's expiry: at-least-once, with `apns-collapse-id` folding the rare
+    /// duplicate alert on the phone. Every other step settles the row here (delivered, a dead token or a host
+    /// change the caller applies, a bad request, a Live Activity start whose fate is unknown).
+    public static func after(_ outcome: APNsOutcome, purpose: PushPurpose, attempts: Int, expiresAt: Int64, now: Double,
+                             random: Double, backoff: Backoff = .outbox) -> OutboxVerdict {
+        guard DeliveryTable.step(purpose, outcome.fate) == .retryLater else { return .settled }
+        let asked: Double = if case .rejected(let rejection) = outcome { Double(rejection.retryAfter ?? 0) } else { 0 }
         let at = now + max(asked, backoff.delay(failures: attempts, random: random))
         return at < Double(expiresAt) ? .retry(at: at) : .settled
     }

@@ -147,7 +147,7 @@ import Testing
         async let fine = harness.client.send(APNsHarness.alert(APNsHarness.token(12)))
         #expect(await slow == .timedOut)
         #expect(await fine.isDelivered)
-        // Timed out means "maybe delivered": never resent.
+        // Timed out means "maybe delivered": a test push is not sent again on an unknown fate (DeliveryTable).
         #expect(harness.production.requests(for: stuck).count == 1)
         #expect(await harness.client.send(APNsHarness.alert(APNsHarness.token(13))).isDelivered)
         #expect(harness.production.connectionCount == 1)
@@ -193,7 +193,7 @@ import Testing
         let again = APNsHarness.token(31)
         harness.production.script(again, .reject(403, "ExpiredProviderToken"))
         let outcome = await harness.client.send(APNsHarness.alert(again))
-        #expect(outcome.action == .renewProviderToken)
+        #expect(outcome.fate == .providerTokenRefused)
         #expect(harness.production.requests(for: again).count == 2)
     }
 

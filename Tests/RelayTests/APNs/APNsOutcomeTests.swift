@@ -4,8 +4,8 @@ import Testing
 @testable import RelayCore
 
 @Suite struct APNsOutcomeTests {
-    private func action(_ status: Int, _ reason: String?) -> APNsAction {
-        APNsOutcome.rejected(APNsRejection(status: status, reason: reason.map(APNsReason.init(rawValue:)))).action
+    private func fate(_ status: Int, _ reason: String?) -> DeliveryFate {
+        APNsOutcome.rejected(APNsRejection(status: status, reason: reason.map(APNsReason.init(rawValue:)))).fate
     }
 
     @Test func statusHeaderValuesAreReadAsDigitsOnly() {
@@ -29,30 +29,30 @@ import Testing
     }
 
     @Test func everyDocumentedAnswerIsClassified() {
-        #expect(APNsOutcome.delivered(apnsID: "x").action == .delivered)
-        let table: [(Int, String, APNsAction)] = [
-            (400, "BadDeviceToken", .tryOtherHost), (400, "DeviceTokenNotForTopic", .dropToken),
-            (400, "BadCollapseId", .fail), (400, "BadExpirationDate", .fail), (400, "BadMessageId", .fail),
-            (400, "BadPriority", .fail), (400, "BadTopic", .fail), (400, "DuplicateHeaders", .fail),
-            (400, "InvalidPushType", .fail), (400, "MissingDeviceToken", .fail), (400, "MissingTopic", .fail),
-            (400, "PayloadEmpty", .fail), (400, "TopicDisallowed", .fail), (400, "IdleTimeout", .retryLater),
-            (403, "ExpiredProviderToken", .renewProviderToken), (403, "InvalidProviderToken", .renewProviderToken),
-            (403, "MissingProviderToken", .renewProviderToken), (403, "UnrelatedKeyIdInToken", .fail),
-            (403, "BadEnvironmentKeyInToken", .fail), (403, "BadCertificate", .fail),
-            (403, "BadCertificateEnvironment", .fail), (403, "Forbidden", .fail), (404, "BadPath", .fail),
-            (405, "MethodNotAllowed", .fail), (410, "Unregistered", .dropToken), (410, "ExpiredToken", .dropToken),
-            (400, "Unregistered", .dropToken), (413, "PayloadTooLarge", .fail),
-            (429, "TooManyRequests", .retryLater), (429, "TooManyProviderTokenUpdates", .retryLater),
-            (500, "InternalServerError", .retryLater), (503, "ServiceUnavailable", .retryLater),
-            (503, "Shutdown", .retryLater), (410, "SomethingNew", .dropToken), (400, "SomethingNew", .fail),
+        #expect(APNsOutcome.delivered(apnsID: "x").fate == .delivered)
+        let table: [(Int, String, DeliveryFate)] = [
+            (400, "BadDeviceToken", .wrongHost), (400, "DeviceTokenNotForTopic", .tokenGone),
+            (400, "BadCollapseId", .refused), (400, "BadExpirationDate", .refused), (400, "BadMessageId", .refused),
+            (400, "BadPriority", .refused), (400, "BadTopic", .refused), (400, "DuplicateHeaders", .refused),
+            (400, "InvalidPushType", .refused), (400, "MissingDeviceToken", .refused), (400, "MissingTopic", .refused),
+            (400, "PayloadEmpty", .refused), (400, "TopicDisallowed", .refused), (400, "IdleTimeout", .throttled),
+            (403, "ExpiredProviderToken", .providerTokenRefused), (403, "InvalidProviderToken", .providerTokenRefused),
+            (403, "MissingProviderToken", .providerTokenRefused), (403, "UnrelatedKeyIdInToken", .refused),
+            (403, "BadEnvironmentKeyInToken", .refused), (403, "BadCertificate", .refused),
+            (403, "BadCertificateEnvironment", .refused), (403, "Forbidden", .refused), (404, "BadPath", .refused),
+            (405, "MethodNotAllowed", .refused), (410, "Unregistered", .tokenGone), (410, "ExpiredToken", .tokenGone),
+            (400, "Unregistered", .tokenGone), (413, "PayloadTooLarge", .refused),
+            (429, "TooManyRequests", .throttled), (429, "TooManyProviderTokenUpdates", .throttled),
+            (500, "InternalServerError", .throttled), (503, "ServiceUnavailable", .throttled),
+            (503, "Shutdown", .throttled), (410, "SomethingNew", .tokenGone), (400, "SomethingNew", .refused),
         ]
         for (status, reason, expected) in table {
-            #expect(action(status, reason) == expected, "\(status) \(reason)")
+            #expect(fate(status, reason) == expected, "\(status) \(reason)")
         }
-        #expect(action(502, nil) == .retryLater)
-        #expect(APNsOutcome.unreachable("refused").action == .retryLater)
-        #expect(APNsOutcome.timedOut.action == .fail)
-        #expect(APNsOutcome.connectionLost("reset").action == .fail)
+        #expect(fate(502, nil) == .throttled)
+        #expect(APNsOutcome.unreachable("refused").fate == .unreachable)
+        #expect(APNsOutcome.timedOut.fate == .deadlinePassedAfterSending)
+        #expect(APNsOutcome.connectionLost("reset").fate == .connectionLostAfterSending)
     }
 
     @Test func wireAnswersBecomeOutcomes() {
@@ -92,14 +92,14 @@ import Testing
         #expect(role == .device)
         #expect(TokenRole(token: "bb", device: device) == .startToken)
         #expect(TokenRole(token: "cc", device: device) == .activity)
-        #expect(Delivery.resolve(first: ok, stored: .production, second: nil, role: role).effect == .none)
-        #expect(Delivery.resolve(first: bad, stored: .production, second: ok, role: role)
+        #expect(Delivery.resolve(.alert, first: ok, stored: .production, second: nil, role: role).effect == .none)
+        #expect(Delivery.resolve(.alert, first: bad, stored: .production, second: ok, role: role)
             == Delivery(outcome: ok, environment: .development, effect: .updateEnvironment(.development)))
-        #expect(Delivery.resolve(first: bad, stored: .production, second: bad, role: role).effect == .dropDevice)
-        #expect(Delivery.resolve(first: bad, stored: .production, second: bad, role: .startToken).effect == .dropStartToken)
-        #expect(Delivery.resolve(first: bad, stored: .production, second: .timedOut, role: role).effect == .none)
-        #expect(Delivery.resolve(first: gone, stored: .production, second: nil, role: .startToken).effect == .dropStartToken)
-        #expect(Delivery.resolve(first: gone, stored: .production, second: nil, role: .activity).effect == .dropActivityToken)
-        #expect(Delivery.resolve(first: .timedOut, stored: .production, second: nil, role: role).effect == .none)
+        #expect(Delivery.resolve(.alert, first: bad, stored: .production, second: bad, role: role).effect == .dropDevice)
+        #expect(Delivery.resolve(.alert, first: bad, stored: .production, second: bad, role: .startToken).effect == .dropStartToken)
+        #expect(Delivery.resolve(.alert, first: bad, stored: .production, second: .timedOut, role: role).effect == .none)
+        #expect(Delivery.resolve(.alert, first: gone, stored: .production, second: nil, role: .startToken).effect == .dropStartToken)
+        #expect(Delivery.resolve(.alert, first: gone, stored: .production, second: nil, role: .activity).effect == .dropActivityToken)
+        #expect(Delivery.resolve(.alert, first: .timedOut, stored: .production, second: nil, role: role).effect == .none)
     }
 }

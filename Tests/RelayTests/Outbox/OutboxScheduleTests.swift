@@ -5,8 +5,9 @@ import Testing
 @Suite struct OutboxScheduleTests {
     let backoff = Backoff(initial: 1, maximum: 30, jitter: 0)
 
-    private func verdict(_ outcome: APNsOutcome, attempts: Int, expiresAt: Int64, now: Double) -> OutboxVerdict {
-        .after(outcome, attempts: attempts, expiresAt: expiresAt, now: now, random: 0, backoff: backoff)
+    private func verdict(_ outcome: APNsOutcome, _ purpose: PushPurpose = .alert, attempts: Int, expiresAt: Int64,
+                         now: Double) -> OutboxVerdict {
+        .after(outcome, purpose: purpose, attempts: attempts, expiresAt: expiresAt, now: now, random: 0, backoff: backoff)
     }
 
     private func rejected(_ status: Int, _ reason: String? = nil, retryAfter: Int? = nil) -> APNsOutcome {
@@ -25,8 +26,22 @@ import Testing
                         .unreachable("refused")] {
             #expect(verdict(outcome, attempts: 1, expiresAt: 10_000, now: 100) == .retry(at: 101))
         }
+        for purpose in [PushPurpose.reminder, .update, .end] {
+            #expect(verdict(.timedOut, purpose, attempts: 1, expiresAt: 10_000, now: 100) == .retry(at: 101))
+        }
         let waits = (1...7).map { verdict(rejected(503), attempts: $0, expiresAt: 10_000, now: 0) }
         #expect(waits == [1, 2, 4, 8, 16, 30, 30].map { OutboxVerdict.retry(at: $0) })
+    }
+
+    /// A start that may have arrived is not sent again (a second activity for the run); one APNs never saw, or
+    /// that APNs asked us to send later, is.
+    @Test func aStartWhoseFateIsUnknownIsSettledNotRepeated() {
+        for outcome in [APNsOutcome.timedOut, .connectionLost("reset")] {
+            #expect(verdict(outcome, .start, attempts: 1, expiresAt: 10_000, now: 100) == .settled)
+            #expect(verdict(outcome, .test, attempts: 1, expiresAt: 10_000, now: 100) == .settled)
+        }
+        #expect(verdict(.unreachable("refused"), .start, attempts: 1, expiresAt: 10_000, now: 100) == .retry(at: 101))
+        #expect(verdict(rejected(503), .start, attempts: 1, expiresAt: 10_000, now: 100) == .retry(at: 101))
     }
 
     @Test func retryAfterIsHonouredWhenLongerThanTheBackoff() {

@@ -54,7 +54,7 @@ import Testing
     @Test func serverTroubleIsRetriedUntilTheLimit() {
         var (retries, renewed) = (0, false)
         let steps = (0..<4).map { _ in
-            rejected(503).nextStep(retries: &retries, renewed: &renewed, backoff: backoff, random: 0)
+            rejected(503).nextStep(.alert, retries: &retries, renewed: &renewed, backoff: backoff, random: 0)
         }
         #expect(steps == [.retry(afterMs: 100), .retry(afterMs: 200), .retry(afterMs: 400), .finish])
         #expect(APNsOutcome.attempt(retries: 3, renewed: false) == 4)
@@ -63,22 +63,22 @@ import Testing
     @Test func aProviderTokenErrorRenewsOnce() {
         var (retries, renewed) = (0, false)
         let expired = rejected(403, "ExpiredProviderToken")
-        #expect(expired.nextStep(retries: &retries, renewed: &renewed, backoff: backoff, random: 0)
+        #expect(expired.nextStep(.alert, retries: &retries, renewed: &renewed, backoff: backoff, random: 0)
             == .renewToken(APNsReason(rawValue: "ExpiredProviderToken")))
-        #expect(expired.nextStep(retries: &retries, renewed: &renewed, backoff: backoff, random: 0) == .finish)
+        #expect(expired.nextStep(.alert, retries: &retries, renewed: &renewed, backoff: backoff, random: 0) == .finish)
         #expect(APNsOutcome.attempt(retries: retries, renewed: renewed) == 2)
     }
 
     @Test func retryAfterLeadsWithinReasonAndNeverIsFinal() {
         var (retries, renewed) = (0, false)
         #expect(rejected(429, "TooManyRequests", retryAfter: 1)
-            .nextStep(retries: &retries, renewed: &renewed, backoff: backoff, random: 0) == .retry(afterMs: 1_000))
+            .nextStep(.alert, retries: &retries, renewed: &renewed, backoff: backoff, random: 0) == .retry(afterMs: 1_000))
         // Far longer than this send's own schedule: left to the outbox.
         #expect(rejected(429, "TooManyRequests", retryAfter: 60)
-            .nextStep(retries: &retries, renewed: &renewed, backoff: backoff, random: 0) == .finish)
+            .nextStep(.alert, retries: &retries, renewed: &renewed, backoff: backoff, random: 0) == .finish)
         (retries, renewed) = (0, false)
-        #expect(rejected(500).nextStep(retries: &retries, renewed: &renewed, backoff: .never, random: 0) == .finish)
-        #expect(APNsOutcome.delivered(apnsID: nil).nextStep(retries: &retries, renewed: &renewed, backoff: backoff,
+        #expect(rejected(500).nextStep(.alert, retries: &retries, renewed: &renewed, backoff: .never, random: 0) == .finish)
+        #expect(APNsOutcome.delivered(apnsID: nil).nextStep(.alert, retries: &retries, renewed: &renewed, backoff: backoff,
                                                            random: 0) == .finish)
     }
 }
