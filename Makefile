@@ -426,7 +426,7 @@ deps-bench: deps-python
 FUZZ_DIR     := .build/fuzz
 FUZZ_RUNS    ?= 1000000
 FUZZ_SMOKE_SECONDS ?= 5
-FUZZ_HARNESSES := HTTP Events JSON Text Payload APNs Response Pool
+FUZZ_HARNESSES := HTTP Events JSON Text Payload APNs APNsMachine Response Pool
 # Inputs up to 8 KiB; payload inputs up to 2 KiB (escaping already takes them past 4096 bytes, and each execution
 # then costs a quarter as much).
 FUZZ_MAX_LEN_Payload := 2048

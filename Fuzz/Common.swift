@@ -8,7 +8,7 @@ import Glibc
 
 /// The harnesses by name (FUZZ_HARNESS).
 let harnesses: [String: @Sendable ([UInt8]) -> Void] = [
-    "APNs": fuzzAPNs, "Events": fuzzEvents, "HTTP": fuzzHTTP, "JSON": fuzzJSON, "Payload": fuzzPayload,
+    "APNs": fuzzAPNs, "APNsMachine": fuzzAPNsMachine, "Events": fuzzEvents, "HTTP": fuzzHTTP, "JSON": fuzzJSON, "Payload": fuzzPayload,
     "Pool": fuzzPool, "Response": fuzzResponse, "Text": fuzzText,
 ]
 
