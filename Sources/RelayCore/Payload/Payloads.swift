@@ -55,7 +55,8 @@ public enum Payloads {
                                                 priority: 10, collapseID: nil, threadID: nil)
 
     /// Starts the "waiting on you" activity, to a device's push-to-start token. It carries the pause's state id as
-    /// its collapse id, as the alert does: a rare resend folds into one on the phone.
+    /// its collapse id, as the alert does; Apple does not say that a second start folds into the first, so a start
+    /// that may have arrived is not sent again (`DeliveryTable`).
     public static func liveActivityStart(_ props: WaitingProps, stateID: String, now: Int64) -> PushMessage {
         var metadata = activityMetadata
         metadata.collapseID = stateID
