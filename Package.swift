@@ -24,6 +24,9 @@ let package = Package(
             dependencies: ["CWebSockets", "CSQLite", "CNGHTTP2", "COpenSSL"],
             cSettings: [.define("_GNU_SOURCE")]
         ),
+        // libm is RelayCore's one link: it imports no C module, but `Double.rounded` compiles to calls to libm's
+        // round, rint, trunc, floor and ceil (JSONValue, Metrics, Timestamp, Watcher); RelayCore alone fails to link
+        // without it.
         .target(name: "RelayCore", swiftSettings: [.swiftLanguageMode(.v6)], linkerSettings: [.linkedLibrary("m")]),
         .target(
             name: "Relay",
@@ -46,5 +49,7 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The pure core's suites: they depend on RelayCore alone, so no C library, socket or sleep can reach them.
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
     ]
 )
