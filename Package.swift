@@ -24,6 +24,9 @@ let package = Package(
             dependencies: ["CWebSockets", "CSQLite", "CNGHTTP2", "COpenSSL"],
             cSettings: [.define("_GNU_SOURCE")]
         ),
+        // libm is RelayCore's one link: it imports no C module, but `Double.rounded` compiles to calls to libm's
+        // round, rint, trunc, floor and ceil (JSONValue, Metrics, Timestamp, Watcher); RelayCore alone fails to link
+        // without it.
         .target(name: "RelayCore", swiftSettings: [.swiftLanguageMode(.v6)], linkerSettings: [.linkedLibrary("m")]),
         .target(
             name: "Relay",

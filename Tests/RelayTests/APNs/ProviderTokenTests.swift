@@ -66,19 +66,6 @@ import Testing
         }
     }
 
-    @Test func policyRefreshesEvery50MinutesAndAtMostEvery20() {
-        let policy = ProviderTokenPolicy()
-        #expect(policy.needsNewToken(issuedAt: nil, now: 0))
-        #expect(!policy.needsNewToken(issuedAt: 1000, now: 1000 + 49 * 60))
-        #expect(policy.needsNewToken(issuedAt: 1000, now: 1000 + 50 * 60))
-        #expect(policy.needsNewToken(issuedAt: 1000, now: 999))  // clock stepped back
-        #expect(!policy.mayReplace(issuedAt: 1000, after: .invalidProviderToken, now: 1000 + 19 * 60))
-        #expect(policy.mayReplace(issuedAt: 1000, after: .invalidProviderToken, now: 1000 + 20 * 60))
-        #expect(policy.mayReplace(issuedAt: 1000, after: .expiredProviderToken, now: 1001))
-        #expect(!policy.mayReplace(issuedAt: 1000, after: .tooManyProviderTokenUpdates, now: 1000 + 3600))
-        #expect(!policy.mayReplace(issuedAt: 1000, after: .badDeviceToken, now: 1000 + 3600))
-    }
-
     @Test func signerSharesOneTokenAndRenewsByPolicy() throws {
         let clock = Atomic<Int64>(1_000_000)
         let signer = JWTSigner(key: try ProviderKey(path: APNsFixtures.keyPath), keyID: APNsFixtures.keyID,

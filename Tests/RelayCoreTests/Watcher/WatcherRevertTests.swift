@@ -1,5 +1,4 @@
 import Testing
-@testable import Relay
 @testable import RelayCore
 
 /// A store write that failed is undone in memory, so the same input decides the same step again.

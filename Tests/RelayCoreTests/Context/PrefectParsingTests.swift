@@ -1,10 +1,9 @@
 import Testing
-@testable import Relay
 @testable import RelayCore
 
 @Suite struct ContextPrefectParsingTests {
     @Test func flowRunWithInput() {
-        let run = RunDetails(prefect: ContextFixtures.response("rest-flow-run-paused-with-input"))!
+        let run = RunDetails(prefect: Fixtures.response("rest-flow-run-paused-with-input"))!
         #expect(run.id == "95d737c2-8dd4-4a0b-b4d5-e6d147c8ff6e")
         #expect(run.name == "aquamarine-bonobo")
         #expect(run.flowID == "7d845611-c5b7-4100-8803-0a79fd9a89c0")
@@ -21,34 +20,34 @@ import Testing
     }
 
     @Test func flowRunWithoutInputAndSuspended() {
-        let plain = RunDetails(prefect: ContextFixtures.response("rest-flow-run-paused-no-input"))!
+        let plain = RunDetails(prefect: Fixtures.response("rest-flow-run-paused-no-input"))!
         #expect(plain.state?.runInputKeyset == nil)
         #expect(plain.state?.timeoutAt != nil)
-        let suspended = RunDetails(prefect: ContextFixtures.response("rest-flow-run-suspended"))!
+        let suspended = RunDetails(prefect: Fixtures.response("rest-flow-run-suspended"))!
         #expect(suspended.state?.name == "Suspended")
         #expect(suspended.state?.isSuspended == true)
         #expect(suspended.state?.pauseTimeout == nil && suspended.state?.timeoutAt == nil)
         #expect(suspended.state?.runInputKeyset?.schema == "suspended-1-schema")
-        let failed = RunDetails(prefect: ContextFixtures.response("rest-flow-run-suspend-without-deployment"))!
+        let failed = RunDetails(prefect: Fixtures.response("rest-flow-run-suspend-without-deployment"))!
         #expect(failed.state?.isPaused == false)
     }
 
     @Test func flowRunListing() {
-        let runs = RunDetails.list(prefect: ContextFixtures.response("rest-flow-runs-filter-paused"))
+        let runs = RunDetails.list(prefect: Fixtures.response("rest-flow-runs-filter-paused"))
         #expect(!runs.isEmpty)
         #expect(runs.allSatisfy { $0.state?.isPaused == true })
     }
 
     @Test func inputRowsKeepValueAsText() {
-        let rows = InputRow.list(prefect: ContextFixtures.response("rest-input-filter-one-field"))
+        let rows = InputRow.list(prefect: Fixtures.response("rest-input-filter-one-field"))
         #expect(rows.map(\.key) == ["paused-1-schema", "paused-1-description"])
         #expect(rows[1].value.hasPrefix("\"## Approve the nightly deploy?\\n"))
-        let after = InputRow.list(prefect: ContextFixtures.response("rest-input-filter-after-resume"))
+        let after = InputRow.list(prefect: Fixtures.response("rest-input-filter-after-resume"))
         #expect(after.map(\.key).last == "paused-1-response")
     }
 
     @Test func artifacts() {
-        let artifacts = RunArtifact.list(prefect: ContextFixtures.response("rest-artifacts-filter"))
+        let artifacts = RunArtifact.list(prefect: Fixtures.response("rest-artifacts-filter"))
         #expect(artifacts.count == 1)
         #expect(artifacts[0].key == "approval-request" && artifacts[0].type == "markdown")
         #expect(artifacts[0].description == "Approval request for the nightly deploy")
@@ -56,14 +55,14 @@ import Testing
     }
 
     @Test func eventsFromRESTAndWebsocket() {
-        let listed = RunEvent.list(prefect: ContextFixtures.response("rest-events-filter-custom-event"))
-        let pushed = RunEvent(prefect: ContextFixtures.json("prefect/ws-event-custom.json"))!
+        let listed = RunEvent.list(prefect: Fixtures.response("rest-events-filter-custom-event"))
+        let pushed = RunEvent(prefect: Fixtures.json("prefect/ws-event-custom.json"))!
         #expect(listed == [pushed])
         #expect(pushed.name == "relay.approval.requested")
         #expect(pushed.payload["body"]?.string == "Deploy billing-api 1.4.2 to production?")
         #expect(pushed.names("prefect.flow-run.8c848c8b-7db3-4f2d-b242-c89c17d44b0f"))
         #expect(pushed.relatedIDs == ["prefect.flow.a4c4271d-f78a-4f9e-a762-9c894220b85c"])
-        let paused = RunEvent(prefect: ContextFixtures.json("prefect/ws-event-paused.json"))!
+        let paused = RunEvent(prefect: Fixtures.json("prefect/ws-event-paused.json"))!
         #expect(paused.name == "prefect.flow-run.Paused" && paused.id == "01a22957-ea16-7c7c-9515-2d8772a174b5")
     }
 

@@ -1,5 +1,4 @@
 import Testing
-@testable import Relay
 @testable import RelayCore
 
 /// The API's own HTTP/1.1 framing: every malformed request gets the relay's JSON and a status it chose.

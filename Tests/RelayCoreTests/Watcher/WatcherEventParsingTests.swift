@@ -1,5 +1,4 @@
 import Testing
-@testable import Relay
 @testable import RelayCore
 
 @Suite struct WatcherEventParsingTests {

@@ -1,27 +1,10 @@
-import Glibc
-@testable import Relay
 @testable import RelayCore
 
-/// Loads `Tests/RelayTests/Fixtures/prefect/<name>` (copied verbatim from the shared captures) by path,
-/// found from this file's own location: no Foundation, no bundle lookup.
+/// The captured Prefect messages and REST answers (`Tests/RelayTests/Fixtures/prefect/<name>`, read through
+/// `Fixtures`) as the watcher's inputs; a missing or unexpected fixture throws.
 enum WatcherFixture {
-    static let directory: String = {
-        var path = #filePath
-        // .../Tests/RelayTests/Watcher/WatcherFixture.swift → .../Tests/RelayTests/Fixtures/prefect/
-        for _ in 0..<2 { path = String(path[..<path.lastIndex(of: "/")!]) }
-        return path + "/Fixtures/prefect/"
-    }()
-
     static func text(_ name: String) throws -> String {
-        guard let file = fopen(directory + name, "rb") else { throw FixtureMissing(name: name) }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = fread(&buffer, 1, buffer.count, file)
-            if count == 0 { break }
-            bytes.append(contentsOf: buffer[0..<count])
-        }
+        guard let bytes = Fixtures.bytes("prefect/" + name) else { throw FixtureMissing(name: name) }
         return String(decoding: bytes, as: UTF8.self)
     }
 

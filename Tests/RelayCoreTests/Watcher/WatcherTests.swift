@@ -1,5 +1,4 @@
 import Testing
-@testable import Relay
 @testable import RelayCore
 
 /// Event and listing sequences → actions, with `now` injected (AHC state-machine style, no sockets).
