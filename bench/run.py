@@ -357,7 +357,9 @@ async def throughput(work: str, pushes: int, rounds: int) -> dict:
     cpu: dict[str, list[float]] = {"prefect-push": [], **{name: [] for name in variants}}
     try:
         for _ in range(rounds):
-            out = await run_capture(os.path.join(BIN, "prefect-push-bench"), str(pushes), env=env)
+            # BENCH_CLIENT_BIN: another build's prefect-push-bench, for an A/B of the APNs client (with BENCH_RELAY_BIN).
+            client = os.environ.get("BENCH_CLIENT_BIN") or os.path.join(BIN, "prefect-push-bench")
+            out = await run_capture(client, str(pushes), env=env)
             if field(out, "delivered") != pushes:
                 raise RuntimeError(f"prefect-push-bench: {out.strip()}")
             samples["prefect-push"].append(field(out, "per_second"))
