@@ -14,11 +14,15 @@ were modified, and the date):
               pause's state id, answered 200) by 60 s after the fault ended
   dup         accepted alerts for the same (device token, collapse id) beyond the first
   st-missed, st-dup   the same for Live Activity starts (every device has a push-to-start token)
+  st-unknown  starts that did not arrive and that the relay said it gave up on because their fate was unknown
+              (sent, then no answer: `apns.gave_up for=start reason=timeout|connection_lost`); a start that may
+              have arrived is not sent twice, by design; counted apart from st-missed
   p50, max    pause_flow_run called -> the last device's first accepted alert, over the pauses nobody missed
   endings     how every relay and fake APNs process the scenario started ended (each restart, each kill, the stop)
 
 A scenario fails, and the exit code is 1, if it
-- missed an alert or a Live Activity start;
+- missed an alert or a Live Activity start (a start the relay gave up on with its fate unknown only counts as missed
+  outside apns-kill and apns-silence, whose faults cut requests off after they went out);
 - had a duplicate alert or start, except in relay-kill, apns-kill and apns-silence, whose fault explains one;
 - had a process end in a way neither the harness nor the scenario's fault explains: a relay or fake APNs that died
   of a signal (the harness's SIGTERM at a stop and the fault's own kills excepted: relay-kill's SIGKILL, the fake's
@@ -51,6 +55,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -159,7 +164,8 @@ def tally(stack: Stack, pauses: list[Pause], deadlines: list[float]) -> dict:
     """Missed and duplicate alerts and starts, and pause -> alert latency (see the module doc)."""
     arrivals = stack.fake.arrivals
     out = {"pauses": len(pauses), "devices": len(stack.phones), "missed": 0, "duplicates": 0, "starts_missed": 0,
-           "start_duplicates": 0, "relay_exits": stack.relay_exits}
+           "start_duplicates": 0, "starts_unknown": 0, "relay_exits": stack.relay_exits}
+    unknown = starts_given_up_unknown(stack.relay.log_path)
     latencies = []
     for pause, deadline in zip(pauses, deadlines):
         cutoff = int(deadline * 1e9)
@@ -171,7 +177,11 @@ def tally(stack: Stack, pauses: list[Pause], deadlines: list[float]) -> dict:
             if in_time:
                 firsts.append(min(in_time))
             out["missed"] += not in_time
-            out["starts_missed"] += not any(s <= cutoff for s in starts)
+            if not any(s <= cutoff for s in starts):
+                if (pause.run_id, short_token(phone.start_token)) in unknown:
+                    out["starts_unknown"] += 1
+                else:
+                    out["starts_missed"] += 1
             out["duplicates"] += max(0, len(alerts) - 1)
             out["start_duplicates"] += max(0, len(starts) - 1)
         if len(firsts) == len(stack.phones):
@@ -180,6 +190,27 @@ def tally(stack: Stack, pauses: list[Pause], deadlines: list[float]) -> dict:
     out["latency_s"] = {"n": len(latencies), "p50": round(latencies[(len(latencies) - 1) // 2], 2),
                         "max": round(latencies[-1], 2)} if latencies else None
     return out
+
+
+def short_token(token: str) -> str:
+    """A token as the relay's log shows it (`Log.short`)."""
+    return token if len(token) <= 10 else token[:6] + "\u2026" + token[-3:]
+
+
+def starts_given_up_unknown(log_path: str) -> set[tuple[str, str]]:
+    """(run id, short token) of every Live Activity start the relay settled because it went out and no answer came."""
+    found = set()
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as log:
+            for entry in log:
+                if "event=apns.gave_up" not in entry or "for=start" not in entry:
+                    continue
+                fields = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', entry))
+                if fields.get("reason") in ("timeout", "connection_lost"):
+                    found.add((fields.get("run", ""), fields.get("device", "")))
+    except FileNotFoundError:
+        pass
+    return found
 
 
 async def wait_for(predicate, timeout: float, step: float = 0.005) -> bool:
@@ -713,6 +744,7 @@ def line(name: str, result: dict) -> str:
     numbers = (f"pauses {result['pauses']:>3}  devices {result['devices']:>5}  "
                f"missed {result.get('missed', '-'):>5}  dup {result.get('duplicates', '-'):>4}  "
                f"st-missed {result.get('starts_missed', '-'):>5}  st-dup {result.get('start_duplicates', '-'):>4}  "
+               f"st-unknown {result.get('starts_unknown', '-'):>4}  "
                f"p50 {latency['p50'] if latency else '-':>6}  max {latency['max'] if latency else '-':>6}")
     exits = result.get("relay_exits")
     restarted = f"; the relay exited ({', '.join(map(str, exits))}) and was restarted" if exits else ""
@@ -723,6 +755,9 @@ def line(name: str, result: dict) -> str:
 # answer; a connection silent past the push's deadline, whose request is sent again on a new one while the silent one
 # may still deliver it); relay-kill bounds its re-sends with a target of its own. Everywhere else a duplicate fails.
 DUPLICATES_EXPECTED = {"relay-kill", "apns-kill", "apns-silence"}
+# Scenarios whose fault cuts requests off after they went out, so a start's fate can be unknown (and, by the
+# delivery table, it is not sent again). Everywhere else a start given up that way counts as missed.
+UNKNOWN_FATE_EXPECTED = {"apns-kill", "apns-silence"}
 
 
 def passed(name: str, result: dict) -> bool:
@@ -732,6 +767,8 @@ def passed(name: str, result: dict) -> bool:
     if "skipped" in result or "error" in result or result.get("bad_endings") or result.get("sanitizer"):
         return False
     if result.get("missed") or result.get("starts_missed"):
+        return False
+    if name not in UNKNOWN_FATE_EXPECTED and result.get("starts_unknown"):
         return False
     if name not in DUPLICATES_EXPECTED and (result.get("duplicates") or result.get("start_duplicates")):
         return False
