@@ -126,8 +126,8 @@ public struct APNsConnectionMachine: Sendable {
     /// A request was handed to nghttp2 as `id`.
     public mutating func submitted(_ id: StreamID, purpose: PushPurpose, deadline: Int64) {
         precondition(link != nil, "a stream submitted with no link")
-        precondition(link!.streams[id] == nil, "stream \(id) submitted twice")
-        link!.streams[id] = Stream(purpose: purpose, deadline: deadline)
+        let earlier = link!.streams.updateValue(Stream(purpose: purpose, deadline: deadline), forKey: id)
+        precondition(earlier == nil, "stream \(id) submitted twice")
     }
 
     /// Its HEADERS went out.
