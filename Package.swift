@@ -46,5 +46,7 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The pure core's suites: they depend on RelayCore alone, so no C library, socket or sleep can reach them.
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
     ]
 )
