@@ -53,40 +53,47 @@ extension HTTPPoolStateMachine {
     // MARK: - Opening and closing for them
 
     /// For each origin with calls still waiting: the policy's plan (how many to open, which idle or abandoned
-    /// connections make room), carried out.
+    /// connections make room), carried out, and asked again until it has nothing more to do. One plan can leave
+    /// work for a second (it makes room only at the limit, and opening the first connection reaches it): what a
+    /// turn right after would do, this turn does, so the loop never sleeps with a plan pending.
     mutating func openForWaiting(now: Int64, into actions: inout [Action]) {
         for (position, call) in waiting.enumerated()
         where !waiting[..<position].contains(where: { $0.origin == call.origin }) {
-            let origin = call.origin
-            var open = 0, pending = 0, idle = 0, slow = 0, abandoned = 0
-            for connection in connections where connection.origin == origin {
-                open += 1
-                switch connection.state {
-                case .connecting: pending += 1
-                case .idle: idle += 1
-                case .leased(let request):
-                    if policy.isSlow(sentAt: request.sentAt, now: now) { slow += 1 }
-                    if request.abandoned && request.joined.isEmpty { abandoned += 1 }
-                }
-            }
-            // Calls held back by their group's limit need no connection yet; connects under way serve the first.
-            let needed = waiting.count { $0.origin == origin && !atGroupLimit($0) } - pending
-            let plan = policy.plan(needed: needed, open: open, limit: policy.limit(slow: slow), idle: idle,
-                                   abandoned: abandoned)
-            for _ in 0..<plan.closeIdle {
-                close(at: connections.firstIndex { $0.origin == origin && $0.isIdle }!, .makingRoom, into: &actions)
-            }
-            for _ in 0..<plan.closeAbandoned {
-                close(at: oldestAbandoned(of: origin)!, .makingRoomForWaiting, into: &actions)
-            }
-            for _ in 0..<plan.open {
-                lastConnectionID += 1
-                let id = ConnectionID(lastConnectionID)
-                connections.append(Connection(id: id, origin: origin,
-                                              state: .connecting(deadline: now + Int64(connectTimeoutMs))))
-                actions.append(.connect(id, origin))
+            while carryOutPlan(for: call.origin, now: now, into: &actions) {}
+        }
+    }
+
+    /// Asks the policy what `origin`'s waiting calls need and does it; false when that is nothing.
+    private mutating func carryOutPlan(for origin: OriginID, now: Int64, into actions: inout [Action]) -> Bool {
+        var open = 0, pending = 0, idle = 0, slow = 0, abandoned = 0
+        for connection in connections where connection.origin == origin {
+            open += 1
+            switch connection.state {
+            case .connecting: pending += 1
+            case .idle: idle += 1
+            case .leased(let request):
+                if policy.isSlow(sentAt: request.sentAt, now: now) { slow += 1 }
+                if request.abandoned && request.joined.isEmpty { abandoned += 1 }
             }
         }
+        // Calls held back by their group's limit need no connection yet; connects under way serve the first.
+        let needed = waiting.count { $0.origin == origin && !atGroupLimit($0) } - pending
+        let plan = policy.plan(needed: needed, open: open, limit: policy.limit(slow: slow), idle: idle,
+                               abandoned: abandoned)
+        for _ in 0..<plan.closeIdle {
+            close(at: connections.firstIndex { $0.origin == origin && $0.isIdle }!, .makingRoom, into: &actions)
+        }
+        for _ in 0..<plan.closeAbandoned {
+            close(at: oldestAbandoned(of: origin)!, .makingRoomForWaiting, into: &actions)
+        }
+        for _ in 0..<plan.open {
+            lastConnectionID += 1
+            let id = ConnectionID(lastConnectionID)
+            connections.append(Connection(id: id, origin: origin,
+                                          state: .connecting(deadline: now + Int64(connectTimeoutMs))))
+            actions.append(.connect(id, origin))
+        }
+        return plan != HTTPPoolPolicy.Plan()
     }
 
     /// The connection of `origin` whose abandoned request, with no repeat waiting on it, was sent first.

@@ -239,6 +239,25 @@ import Testing
         #expect(machine.turn(1_100) == [.close(conn(1), .makingRoomForWaiting), .connect(conn(3), Self.origin)])
     }
 
+    /// Found by the Pool fuzz harness: the first plan opens up to the limit, and only a second one (the limit now
+    /// reached) gives the abandoned request's connection to the other call. Both happen in one turn, so the loop
+    /// never sleeps with a plan pending.
+    @Test func oneTurnCarriesOutEveryPlanItsWaitingCallsNeed() {
+        var options = HTTPPoolPolicy.Options()
+        options.maxConnectionsPerHost = 2
+        options.extraConnectionsPerHost = 0
+        var machine = Machine(policy: HTTPPoolPolicy(options: options))
+        machine.callArrived(call(1, deadline: 1_000))
+        _ = machine.turn(0)
+        machine.connected(conn(1), now: 0)
+        #expect(machine.turn(0) == [.send(id(1), on: conn(1))])
+        machine.callArrived(call(2, path: "/b"))
+        machine.callArrived(call(3, path: "/c"))
+        #expect(machine.turn(1_000) == [.abandon(id(1), on: conn(1)), .connect(conn(2), Self.origin),
+                                        .close(conn(1), .makingRoomForWaiting), .connect(conn(3), Self.origin)])
+        #expect(machine.turn(1_000) == [])
+    }
+
     // MARK: - Limits
 
     @Test func slowRequestsMakeRoomForExtraConnections() {
