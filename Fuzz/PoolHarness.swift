@@ -16,29 +16,32 @@ func fuzzPool(_ data: [UInt8]) {
     options.maxConnectionsPerHost = 1 + Int(data[0]) % 6
     options.extraConnectionsPerHost = Int(data[1]) % 7
     options.maxInFlightPerGroup = 1 + Int(data[2]) % 4
-    var machine = HTTPPoolStateMachine(policy: HTTPPoolPolicy(options: options), connectTimeoutMs: 5_000)
-    var mirror = PoolMirror(cap: options.maxConnectionsPerHost + options.extraConnectionsPerHost)
+    var run = PoolRun(options: options)
+    var index = 3
+    while index + 1 < data.count {
+        run.step(data[index] % 9, Int(data[index + 1]))
+        index += 2
+    }
+    run.machine.shutDown(into: &run.actions)
+    run.mirror.apply(&run.actions)
+    fuzzCheck(run.mirror.callers.isEmpty && run.mirror.connections.isEmpty, "shutdown left callers or connections")
+}
+
+/// The machine, the mirror beside it, and the loop's clock and action buffer.
+struct PoolRun {
+    var machine: HTTPPoolStateMachine
+    var mirror: PoolMirror
     var actions: [HTTPPoolStateMachine.Action] = []
     var now: Int64 = 1_000
     var lastCall = 0
 
-    func turn() {
-        machine.turn(now: now, into: &actions)
-        mirror.apply(&actions)
-        for (id, deadline) in mirror.callers {
-            fuzzCheck(deadline > now, "\(id) unanswered \(now - deadline) ms past its deadline")
-        }
-        let timeout = machine.pollTimeout(now: now)
-        guard timeout > 0 else { return }
-        var probe = machine
-        probe.turn(now: now + timeout - 1, into: &actions)
-        fuzzCheck(actions.isEmpty, "sleeps \(timeout) ms with work due before: \(actions)")
+    init(options: HTTPPoolPolicy.Options) {
+        machine = HTTPPoolStateMachine(policy: HTTPPoolPolicy(options: options), connectTimeoutMs: 5_000)
+        mirror = PoolMirror(cap: options.maxConnectionsPerHost + options.extraConnectionsPerHost)
     }
 
-    var index = 3
-    while index + 1 < data.count {
-        let (op, argument) = (data[index] % 9, Int(data[index + 1]))
-        index += 2
+    /// One event, chosen by `op`, shaped by `argument`.
+    mutating func step(_ op: UInt8, _ argument: Int) {
         switch op {
         case 0:  // a call arrives: two origins, four requests (repeats join abandoned copies), some in groups
             lastCall += 1
@@ -55,24 +58,22 @@ func fuzzPool(_ data: [UInt8]) {
         case 2:  // the loop wakes late (a loaded machine)
             now += max(0, machine.pollTimeout(now: now)) + Int64(argument) * 40
             turn()
-        case 3:
-            if let id = mirror.pick(.connecting, argument) {
+        case 3, 4:  // a connect succeeds or fails
+            guard let id = mirror.pick(.connecting, argument) else { return }
+            if op == 3 {
                 machine.connected(id, now: now)
                 mirror.connections[id]!.state = .idle
-            }
-        case 4:
-            if let id = mirror.pick(.connecting, argument) {
+            } else {
                 mirror.connections[id] = nil
                 machine.connectFailed(id, "refused", into: &actions)
             }
-        case 5:
-            if let id = mirror.pick(.leased, argument) {
+        case 5, 6:  // an answer (kept alive or not), or a failure (before any byte or after)
+            guard let id = mirror.pick(.leased, argument) else { return }
+            if op == 5 {
                 mirror.connections[id]!.state = .idle
                 machine.answered(id, reusable: argument & 1 == 0, now: now, into: &actions)
                 mirror.answerRead = true
-            }
-        case 6:
-            if let id = mirror.pick(.leased, argument) {
+            } else {
                 machine.requestFailed(id, "reset", beforeAnyByte: argument & 1 == 0, into: &actions)
             }
         case 7:
@@ -82,9 +83,20 @@ func fuzzPool(_ data: [UInt8]) {
         }
         mirror.apply(&actions)
     }
-    machine.shutDown(into: &actions)
-    mirror.apply(&actions)
-    fuzzCheck(mirror.callers.isEmpty && mirror.connections.isEmpty, "shutdown left callers or connections")
+
+    /// A turn of the loop, then the deadline and sleep checks.
+    mutating func turn() {
+        machine.turn(now: now, into: &actions)
+        mirror.apply(&actions)
+        for (id, deadline) in mirror.callers {
+            fuzzCheck(deadline > now, "\(id) unanswered \(now - deadline) ms past its deadline")
+        }
+        let timeout = machine.pollTimeout(now: now)
+        guard timeout > 0 else { return }
+        var probe = machine
+        probe.turn(now: now + timeout - 1, into: &actions)
+        fuzzCheck(actions.isEmpty, "sleeps \(timeout) ms with work due before: \(actions)")
+    }
 }
 
 /// What the loop would hold, built from the actions alone.

@@ -57,9 +57,12 @@ extension HTTPPoolStateMachine {
     /// work for a second (it makes room only at the limit, and opening the first connection reaches it): what a
     /// turn right after would do, this turn does, so the loop never sleeps with a plan pending.
     mutating func openForWaiting(now: Int64, into actions: inout [Action]) {
-        for (position, call) in waiting.enumerated()
-        where !waiting[..<position].contains(where: { $0.origin == call.origin }) {
-            while carryOutPlan(for: call.origin, now: now, into: &actions) {}
+        // The origins in the order their first call waits; a relay talks to one or two, so the list stays tiny
+        // however many calls wait (a scan of the earlier calls for each would grow with their square).
+        var origins: [OriginID] = []
+        for call in waiting where !origins.contains(call.origin) { origins.append(call.origin) }
+        for origin in origins {
+            while carryOutPlan(for: origin, now: now, into: &actions) {}
         }
     }
 
