@@ -79,29 +79,25 @@ final class HTTPConnection {
     /// What a step of I/O came to.
     enum Outcome {
         case pending
-        /// The answer to `call`; `reusable` when the connection may carry the next request.
-        case answered(HTTPReply, reusable: Bool, call: PooledCall)
+        /// The answer to the request it carried; `reusable` when the connection may carry the next one.
+        case answered(HTTPReply, reusable: Bool)
         /// No usable answer. `beforeAnyByte`: nothing of a response arrived (the request may be sent again).
         case failed(String, beforeAnyByte: Bool)
         /// An idle connection was closed by the server (or sent something unasked): drop it.
         case idleClosed(String)
     }
 
-    let id: Int
+    let id: HTTPPoolStateMachine.ConnectionID
     let origin: HTTPPool.Origin
     let stream: ByteStream
+    /// The call whose request it carries (its caller may have given up on it: the request is still open).
     private(set) var call: PooledCall?
-    /// Answers read on this connection; a request on a connection with `served > 0` is on a reused connection.
-    private(set) var served = 0
-    /// Monotonic ms when it last became idle (or connected).
-    private(set) var idleSince: Int64
     private var parser = HTTP1ResponseParser(maxBody: HTTPPool.maxResponse)
 
-    init(id: Int, origin: HTTPPool.Origin, stream: ByteStream, now: Int64) {
+    init(id: HTTPPoolStateMachine.ConnectionID, origin: HTTPPool.Origin, stream: ByteStream) {
         self.id = id
         self.origin = origin
         self.stream = stream
-        idleSince = now
     }
 
     var isIdle: Bool { call == nil }
@@ -147,21 +143,11 @@ final class HTTPConnection {
         case .complete(let response):
             var open = true
             if case .closed = status { open = false }
-            served += 1
-            let answeredCall = takeCall()!
+            call = nil
             let retryAfter = response.status == 429 || response.status == 503
                 ? response.header("retry-after").flatMap(RetryAfter.seconds) : nil
             return .answered(HTTPReply(status: response.status, body: response.body, retryAfter: retryAfter),
-                             reusable: open && response.reusable, call: answeredCall)
+                             reusable: open && response.reusable)
         }
-    }
-
-    /// Marks the connection idle after an answer.
-    func becameIdle(now: Int64) { idleSince = now }
-
-    /// The call on this connection, taken when the connection is dropped.
-    func takeCall() -> PooledCall? {
-        defer { call = nil }
-        return call
     }
 }

@@ -20,18 +20,16 @@ final class PendingConnect {
         case handedOver
     }
 
-    let id: Int
+    let id: HTTPPoolStateMachine.ConnectionID
     let origin: HTTPPool.Origin
-    let deadline: Int64
     var phase: Phase
     /// What to poll for next.
     var events = Int16(POLLOUT)
 
-    init(id: Int, origin: HTTPPool.Origin, fd: Int32, deadline: Int64) {
+    init(id: HTTPPoolStateMachine.ConnectionID, origin: HTTPPool.Origin, fd: Int32) {
         self.id = id
         self.origin = origin
         self.phase = .tcp(fd: fd)
-        self.deadline = deadline
     }
 
     deinit {
@@ -54,10 +52,9 @@ final class PendingConnect {
 }
 
 extension HTTPPool {
-    /// Starts opening one connection to `origin`; the outcome reaches `adopt`.
-    func startConnect(_ origin: Origin) {
-        nextConnectionID += 1
-        let id = nextConnectionID
+    /// Starts opening one connection to `origin`; the outcome reaches `adopt`. Its deadline is the machine's
+    /// (`abortConnect`), for a connecting thread too: one still stuck in DNS then delivers to nobody.
+    func startConnect(_ id: HTTPPoolStateMachine.ConnectionID, to origin: Origin) {
         connecting[id] = origin
         var tls: TLSContext?
         if origin.tls {
@@ -84,29 +81,29 @@ extension HTTPPool {
         }
     }
 
-    /// A connection attempt is over: a new idle connection, or the oldest call with none gets the error.
+    /// A connection attempt is over: reported to the machine (a result for a connect it gave up on is dropped,
+    /// its socket closing with it).
     func adopt(_ connected: Connected, now: Int64) {
         guard let origin = connecting.removeValue(forKey: connected.id) else { return }
         switch connected.result {
         case .success(let stream):
             counts.connectionsOpened.add(1, ordering: .relaxed)
-            connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream, now: now))
-            Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id),
+            connections.append(HTTPConnection(id: connected.id, origin: origin, stream: stream))
+            machine.connected(connected.id, now: now)
+            Log.debug("prefect.http_connected", ["host": origin.authority, "connection": String(connected.id.value),
                                                  "open": String(connections.count { $0.origin == origin }),
                                                  "via": options.proxy.route(tls: origin.tls, host: origin.host,
                                                                             port: origin.port).endpoint?.description ?? "direct"])
         case .failure(let error):
             Log.warn("prefect.http_connect_failed", ["host": origin.authority, "error": error.description])
-            if let index = waiting.firstIndex(where: { $0.origin == origin }) {
-                waiting.remove(at: index).finish(.failure(HTTPFailure(.connectFailed, "\(origin.authority): \(error.description)")))
-            }
+            machine.connectFailed(connected.id, error.description, into: &actions)
         }
     }
 
     // MARK: - On the loop thread
 
     /// For a numeric host: a non-blocking socket with its connect under way (or failed already). False for a name.
-    private func startInline(id: Int, origin: Origin) -> Bool {
+    private func startInline(id: HTTPPoolStateMachine.ConnectionID, origin: Origin) -> Bool {
         var hints = addrinfo()
         hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -126,7 +123,7 @@ extension HTTPPool {
             adopt(Connected(id: id, result: .failure(error)), now: monotonicMs())
             return true
         }
-        opening.append(PendingConnect(id: id, origin: origin, fd: fd, deadline: monotonicMs() + Int64(options.connectTimeoutMs)))
+        opening.append(PendingConnect(id: id, origin: origin, fd: fd))
         return true
     }
 
@@ -163,11 +160,13 @@ extension HTTPPool {
         }
     }
 
-    /// Fails inline connects past their deadline.
-    func expireConnects(now: Int64) {
-        for pending in opening where now >= pending.deadline {
-            finish(pending, .failure(TransportError("connect to \(pending.origin.authority) timed out")), now)
-        }
+    /// Stops opening a connection the machine gave up on (`abortConnect`): an inline one's socket closes now, a
+    /// connecting thread's result will be dropped.
+    func abortConnect(_ id: HTTPPoolStateMachine.ConnectionID) {
+        guard let origin = connecting.removeValue(forKey: id) else { return }
+        opening.removeAll { $0.id == id }
+        Log.warn("prefect.http_connect_failed", ["host": origin.authority,
+                                                 "error": "connect to \(origin.authority) timed out"])
     }
 
     private func finish(_ pending: PendingConnect, _ result: Result<ByteStream, TransportError>, _ now: Int64) {
@@ -181,13 +180,13 @@ extension HTTPPool {
 /// What a connecting thread needs. The thread owns it (and so keeps the pool alive) until it has delivered.
 private final class ConnectJob {
     let pool: HTTPPool
-    let id: Int
+    let id: HTTPPoolStateMachine.ConnectionID
     let origin: HTTPPool.Origin
     let tls: TLSContext?
     let timeoutMs: Int
     let proxy: ProxyEndpoint?
 
-    init(pool: HTTPPool, id: Int, origin: HTTPPool.Origin, tls: TLSContext?, timeoutMs: Int, proxy: ProxyEndpoint?) {
+    init(pool: HTTPPool, id: HTTPPoolStateMachine.ConnectionID, origin: HTTPPool.Origin, tls: TLSContext?, timeoutMs: Int, proxy: ProxyEndpoint?) {
         self.proxy = proxy
         self.pool = pool
         self.id = id

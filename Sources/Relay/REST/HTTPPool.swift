@@ -21,6 +21,9 @@ import Synchronization
 /// - A request unanswered for `stallMs` is stalled: logged (`prefect.reads_stalled`, at most one line per
 ///   `stallWarningEveryMs` while any is) and counted.
 ///
+/// Every one of these decisions is `HTTPPoolStateMachine`'s (RelayCore, pure, tested without a socket): the loop
+/// feeds it what the inbox and the sockets report and carries out the actions it answers.
+///
 /// Threads (the `APNsConnection` pattern): one loop thread, started on first use, owns every connection and polls
 /// them plus an eventfd, and opens connections to IP addresses there too, without blocking (`HTTPPool+Connect`). A
 /// host name is resolved and connected on a short-lived thread, since getaddrinfo blocks. No caller's thread ever
@@ -71,7 +74,7 @@ final class HTTPPool: @unchecked Sendable {
     /// A connecting thread's result, handed to the loop. Not `Sendable`: the stream moves from the connecting
     /// thread to the loop thread through the inbox and is never touched by the sender again.
     struct Connected {
-        let id: Int
+        let id: HTTPPoolStateMachine.ConnectionID
         let result: Result<ByteStream, TransportError>
     }
 
@@ -86,28 +89,33 @@ final class HTTPPool: @unchecked Sendable {
     static let maxResponse = 8 * 1024 * 1024
 
     let options: Options
-    /// What to close, open and wait for: decided here, done by the loop.
-    let policy: HTTPPoolPolicy
     let userAgent = "prefect-push/\(BuildInfo.version)"
     private let wakeSignal: WakeSignal
     private let inbox = Locked(Inbox())
 
     // Loop-thread state.
-    var waiting: [PooledCall] = []
+    /// Every decision (which connection, when to open, close, retry, time out, warn): the loop feeds it what it
+    /// sees and carries out what it answers.
+    var machine: HTTPPoolStateMachine
+    /// The machine's answers not yet carried out: one buffer, emptied every time, so a turn costs no array.
+    var actions: [HTTPPoolStateMachine.Action] = []
+    /// The callers the machine holds (waiting, on a connection, or joined to another's request), by id.
+    var calls: [HTTPPoolStateMachine.CallID: PooledCall] = [:]
+    var lastCallID = 0
+    /// Origins by the machine's numbers, and back.
+    var origins: [Origin] = []
+    var originIDs: [Origin: HTTPPoolStateMachine.OriginID] = [:]
     var connections: [HTTPConnection] = []
-    /// Connections being opened (inline or on a thread), by id.
-    var connecting: [Int: Origin] = [:]
+    /// Connections being opened (inline or on a thread), by id; a result for one no longer here is dropped.
+    var connecting: [HTTPPoolStateMachine.ConnectionID: Origin] = [:]
     /// The inline ones, polled with the rest.
     var opening: [PendingConnect] = []
-    var nextConnectionID = 0
     var tlsContext: TLSContext?
-    /// When `prefect.reads_stalled` was last logged, and the requests that stalled since.
-    var lastStallWarning: Int64?
-    var stalledSinceWarning = 0
 
     init(options: Options = Options()) throws(IOError) {
         self.options = options
-        policy = HTTPPoolPolicy(options: options.policy)
+        machine = HTTPPoolStateMachine(policy: HTTPPoolPolicy(options: options.policy),
+                                       connectTimeoutMs: options.connectTimeoutMs)
         wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2): a peer that hung up must give EPIPE, not kill the process.
         signal(SIGPIPE, SIG_IGN)
@@ -226,14 +234,6 @@ final class PooledCall {
     let request: [UInt8]
     /// Monotonic ms after which the caller gets a timeout failure.
     let deadline: Int64
-    /// Already sent once on a reused connection that failed before answering; it goes on a fresh one now.
-    var retried = false
-    /// Monotonic ms its request was (last) written to a connection.
-    var sentAt: Int64 = 0
-    /// Counted as stalled (once per request sent).
-    var stalled = false
-    /// The same request asked for again after this one's caller gave up: answered with this one's answer.
-    var joined: [PooledCall] = []
     private var done: (@Sendable (Result<HTTPReply, HTTPFailure>) -> Void)?
 
     init(call: HTTPCall, request: [UInt8], deadline: Int64,
@@ -244,11 +244,6 @@ final class PooledCall {
         self.deadline = deadline
         self.done = done
     }
-
-    var isFinished: Bool { done == nil }
-
-    /// On a connection with its caller answered already (a timeout): the request is still open at the server.
-    var isAbandoned: Bool { done == nil }
 
     /// Hands the caller its answer. Later calls are ignored, so it is handed over exactly once.
     func finish(_ result: Result<HTTPReply, HTTPFailure>) {

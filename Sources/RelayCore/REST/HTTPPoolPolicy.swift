@@ -1,9 +1,8 @@
-/// The Prefect REST pool's scheduling policy as pure functions of what its loop holds: when an idle connection goes,
-/// when a request nobody waits for gives its connection up, how many connections an origin may have (slow requests
-/// make room for more), which connections make way for waiting calls and how many to open, when a request counts as
-/// stalled and a warning is due, and how long the loop may sleep. `HTTPPool`'s loop passes values and the time
-/// (monotonic ms) in and does what comes out; sockets, TLS and the callers' answers stay there. Tested without a
-/// socket or a clock (`HTTPPoolPolicyTests`).
+/// The Prefect REST pool's numbers as pure functions: when an idle connection goes, when a request nobody waits for
+/// gives its connection up, how many connections an origin may have (slow requests make room for more), how many
+/// connections make way for waiting calls and how many to open, when a request counts as stalled and a warning is
+/// due, and how long the loop may sleep. `HTTPPoolStateMachine` owns one and asks it; the machine holds the state
+/// these are asked about. Tested without a socket or a clock (`HTTPPoolPolicyTests`).
 public struct HTTPPoolPolicy: Sendable {
     public struct Options: Sendable, Equatable {
         public var maxConnectionsPerHost = 6
@@ -93,12 +92,20 @@ public struct HTTPPoolPolicy: Sendable {
     /// How many connections an origin may have now: the normal size, plus one for each request open `slowMs` or
     /// longer (up to `extraConnectionsPerHost`). Reads Prefect answers in time keep the pool at its normal size.
     public func limit(_ connections: [Connection], now: Int64) -> Int {
-        let slow = connections.count { connection in
+        limit(slow: connections.count { connection in
             guard case .busy(let request) = connection else { return false }
-            return now - request.sentAt >= Int64(options.slowMs)
-        }
-        return options.maxConnectionsPerHost + min(slow, options.extraConnectionsPerHost)
+            return isSlow(sentAt: request.sentAt, now: now)
+        })
     }
+
+    /// `limit(_:now:)` from the count of slow requests alone.
+    public func limit(slow: Int) -> Int { options.maxConnectionsPerHost + min(slow, options.extraConnectionsPerHost) }
+
+    /// The most an origin may ever have open or opening.
+    public var hardCap: Int { options.maxConnectionsPerHost + options.extraConnectionsPerHost }
+
+    /// A request sent at `sentAt` has gone `slowMs` without an answer.
+    public func isSlow(sentAt: Int64, now: Int64) -> Bool { now - sentAt >= Int64(options.slowMs) }
 
     /// A group with this many requests open takes no more.
     public func groupIsFull(open: Int) -> Bool { open >= options.maxInFlightPerGroup }
@@ -139,24 +146,45 @@ public struct HTTPPoolPolicy: Sendable {
     /// or is due another stall warning. A moment already past is not waited for again.
     public func pollTimeout(now: Int64, waitingDeadlines: [Int64], connections: [Connection], connectDeadlines: [Int64],
                             lastStallWarning: Int64?) -> Int64 {
-        var timeout: Int64 = -1
-        func soonest(_ at: Int64) { timeout = timeout < 0 ? max(0, at - now) : min(timeout, max(0, at - now)) }
-        func upcoming(_ at: Int64) { if at > now { soonest(at) } }
-        waitingDeadlines.forEach(soonest)
+        var wake = Wake(now: now)
+        waitingDeadlines.forEach { wake.at($0) }
         for connection in connections {
-            switch connection {
-            case .busy(let request):
-                soonest(request.abandoned ? request.sentAt + Int64(options.abandonedHoldMs) : request.deadline)
-                if let joined = request.joinedDeadline { soonest(joined) }
-                if !waitingDeadlines.isEmpty { upcoming(request.sentAt + Int64(options.slowMs)) }
-                upcoming(request.sentAt + Int64(options.stallMs))
-                if request.stalled, let last = lastStallWarning { upcoming(last + Int64(options.stallWarningEveryMs)) }
-            case .idle(let since):
-                soonest(since + Int64(options.idleTimeoutMs))
-                upcoming(since + Int64(options.extraIdleMs))
-            }
+            self.wake(&wake, for: connection, callsWait: !waitingDeadlines.isEmpty, lastStallWarning: lastStallWarning)
         }
-        connectDeadlines.forEach(soonest)
-        return timeout
+        connectDeadlines.forEach { wake.at($0) }
+        return wake.timeout
+    }
+
+    /// The moments one connection needs the loop awake for (`pollTimeout`), added to `wake`: the machine walks its
+    /// own state with this instead of building arrays each turn.
+    public func wake(_ wake: inout Wake, for connection: Connection, callsWait: Bool, lastStallWarning: Int64?) {
+        switch connection {
+        case .busy(let request):
+            wake.at(request.abandoned ? request.sentAt + Int64(options.abandonedHoldMs) : request.deadline)
+            if let joined = request.joinedDeadline { wake.at(joined) }
+            if callsWait { wake.upcoming(request.sentAt + Int64(options.slowMs)) }
+            wake.upcoming(request.sentAt + Int64(options.stallMs))
+            if request.stalled, let last = lastStallWarning { wake.upcoming(last + Int64(options.stallWarningEveryMs)) }
+        case .idle(let since):
+            wake.at(since + Int64(options.idleTimeoutMs))
+            wake.upcoming(since + Int64(options.extraIdleMs))
+        }
+    }
+
+    /// The soonest of a set of moments, as a poll() timeout from `now` (-1 while there is none).
+    public struct Wake: Sendable {
+        public let now: Int64
+        public private(set) var timeout: Int64 = -1
+
+        public init(now: Int64) { self.now = now }
+
+        /// A moment to wake at; one already past means at once.
+        public mutating func at(_ moment: Int64) {
+            let wait = max(0, moment - now)
+            timeout = timeout < 0 ? wait : min(timeout, wait)
+        }
+
+        /// A moment to wake at only while it is still ahead (a threshold crossed already needs no second look).
+        public mutating func upcoming(_ moment: Int64) { if moment > now { at(moment) } }
     }
 }
