@@ -33,7 +33,7 @@ func fuzzAPNsMachine(_ data: [UInt8]) {
         case .lost:
             fuzzCheck(stream <= lastProcessable, "stream \(stream) above GOAWAY's \(lastProcessable) reported lost")
             pushes[push].ended = true
-        case .answered, .timedOut:
+        case .answered, .timedOut, .expiredUnsent:
             pushes[push].ended = true
         }
     }
@@ -108,7 +108,10 @@ func fuzzAPNsMachine(_ data: [UInt8]) {
             let timeout = machine.pollTimeout(now: now, waiting: !queue.isEmpty, session: session)
             if !onStream.isEmpty { fuzzCheck(timeout >= 0, "streams open and the loop would sleep until woken") }
             now += argument * 16
-            for stream in machine.expire(now: now) { end(stream, .timedOut) }
+            for (stream, how) in machine.expire(now: now) {
+                fuzzCheck((how == .timedOut) == pushes[onStream[stream]!].wentOut, "stream \(stream) expired as \(how)")
+                end(stream, how)
+            }
         case 8:  // upkeep: PING, retire
             switch machine.upkeep(now: now, session: session) {
             case .none: break

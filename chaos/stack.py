@@ -353,6 +353,16 @@ class Relay:
         found = re.search(rb"^prefect_push_outbox_pending (\d+)$", body, re.MULTILINE) if status == 200 else None
         return int(found.group(1)) if found else None
 
+    def unconfirmed_pushes(self) -> int:
+        """Pushes the relay sent, got no answer for, and did not send again (`prefect_push_pushes_unconfirmed_total`,
+        since its last start); 0 if it can't be read (a relay that is down has confirmed nothing)."""
+        try:
+            status, body = http_call(self.port, "GET", "/metrics", None, BASIC, 2)
+        except (OSError, http.client.HTTPException):
+            return 0
+        found = re.search(rb"^prefect_push_pushes_unconfirmed_total (\d+)$", body, re.MULTILINE) if status == 200 else None
+        return int(found.group(1)) if found else 0
+
     async def register(self, phones: list[Device]) -> None:
         await asyncio.to_thread(register_phones, self.port, phones)
 

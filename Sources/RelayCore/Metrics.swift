@@ -16,6 +16,8 @@ public struct Metrics: Sendable {
     public var prefectReadsInFlight = 0
     /// Stored pushes rescheduled after a 429/5xx, a timeout or a lost connection.
     public var pushRetries = 0
+    /// Pushes that went out, got no answer, and are not sent again (`DeliveryTable`: a Live Activity start).
+    public var pushesUnconfirmed = 0
     /// Pushes stored in the outbox, not yet answered (a gauge the relay sets when rendering).
     public var outboxPending = 0
     /// Seconds since the oldest push still in the outbox was stored; 0 when it is empty (set when rendering).
@@ -129,6 +131,9 @@ public struct Metrics: Sendable {
                                    help: "Seconds from a pause event's arrival to APNs' answer, per push.")
         out.metric("prefect_push_push_retries_total", "counter", "Stored pushes scheduled again after no usable answer.",
                    [("", String(pushRetries))])
+        out.metric("prefect_push_pushes_unconfirmed_total", "counter",
+                   "Stored pushes that went out with no answer and are not sent again (Live Activity starts; past expiry).",
+                   [("", String(pushesUnconfirmed))])
         out.metric("prefect_push_outbox_pending", "gauge", "Pushes stored in the outbox and not yet answered.",
                    [("", String(outboxPending))])
         out.metric("prefect_push_apns_connections_opened_total", "counter", "APNs HTTP/2 connections opened.",

@@ -111,15 +111,17 @@ final class APNsLink {
             push.finish(.lost(why))
         case .timedOut:
             push.finish(.timedOut)
+        case .expiredUnsent:
+            push.finish(.notSent(.expiredWaiting))
         }
     }
 
-    /// Ends the streams the machine found past their deadline: the caller hears `.timedOut` now, APNs gets
-    /// RST_STREAM. The box stays until nghttp2 closes the stream (it still reads it).
-    func expire(_ streamIDs: [Int32]) {
-        for streamID in streamIDs {
+    /// Ends the streams the machine found past their deadline: the caller hears of it now, APNs gets RST_STREAM.
+    /// The box stays until nghttp2 closes the stream (it still reads it).
+    func expire(_ ends: [(Int32, APNsConnectionMachine.StreamEnd)]) {
+        for (streamID, end) in ends {
             guard let push = streams[streamID]?.takeUnretainedValue(), !push.isFinished else { continue }
-            push.finish(.timedOut)
+            apply(end, to: push)
             _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
         }
     }

@@ -199,12 +199,13 @@ struct PushQueue {
         return Array(items[head...])
     }
 
-    /// Finishes pushes whose deadline passed with `.timedOut` and drops them.
+    /// Finishes pushes whose deadline passed while they waited (never sent: `.notSent(.expiredWaiting)`, so their
+    /// callers may send them again) and drops them.
     mutating func expire(now: Int64) {
         guard items[head...].contains(where: { $0.deadline <= now || $0.isFinished }) else { return }
         var kept: [PendingPush] = []
         for push in items[head...] {
-            if push.deadline <= now { push.finish(.timedOut) }
+            if push.deadline <= now { push.finish(.notSent(.expiredWaiting)) }
             if !push.isFinished { kept.append(push) }
         }
         items = kept

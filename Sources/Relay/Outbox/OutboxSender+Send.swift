@@ -60,9 +60,15 @@ extension OutboxSender {
                                           expiresAt: item.push.expiration ?? .max, now: now(),
                                           random: delivery.outcome.isDelivered ? 0 : Double.random(in: 0..<1),
                                           backoff: backoff)
+        let fate = delivery.outcome.fate
         if case .retry = verdict {
             tally.count { $0.pushRetries += 1 }
-        } else if !delivery.outcome.isDelivered {
+        } else if fate == .deadlinePassedAfterSending || fate == .connectionLostAfterSending {
+            // It may have arrived, and its purpose may not repeat (`DeliveryTable`): counted apart, for operators
+            // and for the fault rounds that tell it from a push the relay forgot.
+            tally.count { $0.pushesUnconfirmed += 1 }
+        }
+        if case .settled = verdict, !delivery.outcome.isDelivered {
             Log.warn("apns.gave_up", ["device": Log.short(item.push.deviceToken), "for": item.purpose.rawValue,
                                       "run": item.runID, "reason": delivery.outcome.label,
                                       "attempts": String(item.attempts + 1)])

@@ -22,6 +22,9 @@ public struct APNsConnectionMachine: Sendable {
         case lost(String)
         /// It went out and no answer came by its deadline: delivery unknown. The loop also resets the stream.
         case timedOut
+        /// Its deadline passed before its HEADERS went out: APNs never saw it, so its caller may send it again. The
+        /// loop also resets the stream.
+        case expiredUnsent
     }
 
     /// A stream the machine is tracking.
@@ -152,12 +155,13 @@ public struct APNsConnectionMachine: Sendable {
         return .lost("stream reset: " + error())
     }
 
-    /// Streams whose deadline passed: they end `.timedOut` (the loop resets each). Ascending ids.
-    public mutating func expire(now: Int64) -> [StreamID] {
+    /// Streams whose deadline passed, in ascending ids: `.timedOut` if they went out, `.expiredUnsent` if not (the
+    /// loop resets each).
+    public mutating func expire(now: Int64) -> [(StreamID, StreamEnd)] {
         guard let streams = link?.streams, streams.values.contains(where: { $0.deadline <= now }) else { return [] }
-        let due = streams.filter { $0.value.deadline <= now }.keys.sorted()
-        for id in due { link!.streams[id] = nil }
-        return due
+        let due = streams.filter { $0.value.deadline <= now }.sorted { $0.key < $1.key }
+        for (id, _) in due { link!.streams[id] = nil }
+        return due.map { id, stream in (id, stream.sent ? .timedOut : .expiredUnsent) }
     }
 
     // MARK: - Turns

@@ -36,11 +36,14 @@ public enum NotSent: Sendable, Equatable, CustomStringConvertible {
     case connectFailed(String)
     /// The client, or the connection it was queued on, closed first.
     case closed
+    /// Its deadline passed while it waited for a stream (a silent or slow connection): it never went out.
+    case expiredWaiting
 
     public var description: String {
         switch self {
         case .connectFailed(let error): error
         case .closed: "APNs connection closed"
+        case .expiredWaiting: "no answer expected: the deadline passed before the request went out"
         }
     }
 }

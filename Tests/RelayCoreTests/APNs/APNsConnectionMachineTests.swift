@@ -70,11 +70,21 @@ import Testing
         var machine = open()
         machine.submitted(1, purpose: .alert, deadline: 1_000)
         machine.submitted(3, purpose: .alert, deadline: 2_000)
-        #expect(machine.expire(now: 999) == [])
-        #expect(machine.expire(now: 1_000) == [1])
-        #expect(machine.expire(now: 1_500) == [])
+        machine.headersSent(1)
+        #expect(machine.expire(now: 999).isEmpty)
+        let first = machine.expire(now: 1_000)
+        #expect(first.map(\.0) == [1] && first.map(\.1) == [.timedOut])
+        #expect(machine.expire(now: 1_500).isEmpty)
         #expect(machine.streamClosed(1, status: nil, refused: false, error: "CANCEL") == nil)  // already timed out
         #expect(machine.openStreams == 1)
+    }
+
+    /// A stream whose deadline passes before its HEADERS went out was never seen: its caller may send it again.
+    @Test func aStreamThatExpiresUnsentIsNotAnUnknownFate() {
+        var machine = open()
+        machine.submitted(1, purpose: .start, deadline: 1_000)
+        let ends = machine.expire(now: 1_000)
+        #expect(ends.map(\.0) == [1] && ends.map(\.1) == [.expiredUnsent])
     }
 
     @Test func aConnectFailureBacksOffAndASuccessResetsIt() {
