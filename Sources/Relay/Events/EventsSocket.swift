@@ -17,10 +17,11 @@ enum SocketMessage: Sendable {
 /// subprotocol `prefect`, `{"type":"auth","token":…}`, then one `filter` for `prefect.flow-run.*` events with
 /// `occurred.until` a year ahead (the server applies `until` to live events too) and backfill on.
 /// When to connect, what a stage's deadline, a refusal or a proxy's answer means, what to log, when a message is too
-/// large and which events to ask for is `EventsSession`'s (RelayCore, pure); this class makes the lws calls it asks for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
-/// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and TLS handshake
-/// and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage that runs
-/// out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: `start()`/`stop()`
+/// large and which events to ask for is `EventsSession`'s (RelayCore, pure); this class makes the lws calls it asks
+/// for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
+/// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and
+/// TLS handshake and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage
+/// that runs out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: `start()`/`stop()`
 /// hop onto the loop with `WebSocketsLoop.perform(on:)`, which opens the socket on the loop's thread alone.
 ///
 /// The wsi is ours from `lws_client_connect_via_info` until the first callback that ends it: CONNECTION_ERROR,
@@ -39,7 +40,7 @@ final class EventsSocket: LWSHandler {
     private let credentialFix: String
     private let credentialName: String
     private let deliver: @Sendable (SocketMessage) -> Void
-    /// The policy: phases, deadlines, backoff, refusals, what to log. Loop thread only.
+    /// The policy: state, deadlines, backoff, refusals, what to log. Loop thread only.
     private var session: EventsSession
     private let random: @Sendable () -> Double
     private let now: @Sendable () -> Double
@@ -57,7 +58,8 @@ final class EventsSocket: LWSHandler {
          random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
         url = config.prefectAPI
         proxy = config.proxy.route(for: config.prefectAPI).endpoint
-        session = EventsSession(tunnel: proxy.map { .init(proxy: $0, target: "\(config.prefectAPI.host):\(config.prefectAPI.port)") })
+        let target = "\(config.prefectAPI.host):\(config.prefectAPI.port)"
+        session = EventsSession(tunnel: proxy.map { .init(proxy: $0, target: target) })
         authToken = config.prefectSocketToken
         // Basic on the upgrade helps proxies in front of a self-hosted server. Cloud's subscriber sends the key only
         // in the auth message (prefect/events/clients.py), so the relay does the same there.
