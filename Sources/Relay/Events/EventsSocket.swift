@@ -16,11 +16,12 @@ enum SocketMessage: Sendable {
 /// The client for Prefect's `/api/events/out` WebSocket (`src/prefect/server/api/events.py`) on the loop's vhost:
 /// subprotocol `prefect`, `{"type":"auth","token":…}`, then one `filter` for `prefect.flow-run.*` events with
 /// `occurred.until` a year ahead (the server applies `until` to live events too) and backfill on.
-/// When to connect, what a stage's deadline or a refusal means and what to log is `EventsSession`'s (RelayCore, pure);
-/// this class makes the lws calls its actions ask for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
-/// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and TLS handshake
-/// and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage that runs
-/// out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: `start()`/`stop()`
+/// When to connect, what a stage's deadline, a refusal or a proxy's answer means, what to log, when a message is too
+/// large and which events to ask for is `EventsSession`'s (RelayCore, pure); this class makes the lws calls it asks
+/// for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
+/// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and
+/// TLS handshake and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage
+/// that runs out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: `start()`/`stop()`
 /// hop onto the loop with `WebSocketsLoop.perform(on:)`, which opens the socket on the loop's thread alone.
 ///
 /// The wsi is ours from `lws_client_connect_via_info` until the first callback that ends it: CONNECTION_ERROR,
@@ -29,7 +30,6 @@ enum SocketMessage: Sendable {
 /// touches it again.
 final class EventsSocket: LWSHandler {
     let protocolName = "prefect"
-    static let maxMessage = 1024 * 1024
 
     weak var loop: WebSocketsLoop?
     private let url: HTTPURL
@@ -40,8 +40,8 @@ final class EventsSocket: LWSHandler {
     private let credentialFix: String
     private let credentialName: String
     private let deliver: @Sendable (SocketMessage) -> Void
-    /// The policy: phases, deadlines, backoff, refusals, what to log. Loop thread only.
-    private var session = EventsSession()
+    /// The policy: state, deadlines, backoff, refusals, what to log. Loop thread only.
+    private var session: EventsSession
     private let random: @Sendable () -> Double
     private let now: @Sendable () -> Double
 
@@ -58,6 +58,8 @@ final class EventsSocket: LWSHandler {
          random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, now: @escaping @Sendable () -> Double = SystemClock.unixNow) {
         url = config.prefectAPI
         proxy = config.proxy.route(for: config.prefectAPI).endpoint
+        let target = "\(config.prefectAPI.host):\(config.prefectAPI.port)"
+        session = EventsSession(tunnel: proxy.map { .init(proxy: $0, target: target) })
         authToken = config.prefectSocketToken
         // Basic on the upgrade helps proxies in front of a self-hosted server. Cloud's subscriber sends the key only
         // in the auth message (prefect/events/clients.py), so the relay does the same there.
@@ -161,14 +163,10 @@ final class EventsSocket: LWSHandler {
             defer { info.pwsi = nil }
             return lws_client_connect_via_info(&info)
         }
-        if connected == nil {
-            // lws reports CLIENT_CONNECTION_ERROR itself when it got that far; otherwise retry from here.
-            if created == nil && session.connected && session.phase == .connecting {
-                ended("could not start the connection")
-            }
-        } else {
-            wsi = created
-        }
+        if connected != nil { wsi = created }
+        // Whether a connect that failed will be reported by lws or must be ended here is the session's call.
+        run(session.connectReturned(opened: connected != nil, wsiMade: created != nil, now: SystemClock.monotonic(),
+                                    random: random()))
     }
 
     /// The connection is over: lws is done with the wsi, and the session decides what follows.
@@ -202,16 +200,9 @@ final class EventsSocket: LWSHandler {
             peerClosed(input, length)
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             guard wsi == self.wsi || self.wsi == nil else { return 0 }
-            var message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
-            let proxyRefused = proxy != nil && message.hasPrefix("proxy")
-            if let proxy, proxyRefused {
-                // lws's words for a CONNECT answered with anything but 200 (or a proxy that hung up): say which
-                // proxy and target. (Worded without "403": that would read as Prefect refusing the credential.)
-                message = "proxy \(proxy) refused CONNECT to \(url.host):\(url.port) (\(message)): check the "
-                    + "user:pass@ in the proxy URL (407) and that the proxy allows this target, or list the host in NO_PROXY"
-            }
+            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
             forget()
-            run(session.connectError(message, viaProxyRefusal: proxyRefused, now: SystemClock.monotonic(), random: random()))
+            run(session.connectError(message, now: SystemClock.monotonic(), random: random()))
         case LWS_CALLBACK_CLIENT_CLOSED:
             ended("closed")
         case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
@@ -240,12 +231,15 @@ final class EventsSocket: LWSHandler {
         } != 0 ? -1 : 0
     }
 
-    /// Collects a message's fragments (bounded by `maxMessage`) and hands the whole message on.
+    /// Collects a message's fragments (bounded by `EventsSession.maxMessage`) and hands the whole message on.
     private func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let input else { return 0 }
-        if inbox.count + length > EventsSocket.maxMessage {
-            Log.warn("events.oversized", ["bytes": String(inbox.count + length)])
+        if case .close(let code, let reason, let bytes) = EventsSession.fragment(buffered: inbox.count, adding: length) {
+            Log.warn("events.oversized", ["bytes": String(bytes)])
             inbox.removeAll()
+            // The close frame's code and words; returning -1 has lws send it and close the connection.
+            var words = Array(reason.utf8)
+            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code)), &words, words.count)
             return -1
         }
         inbox.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
@@ -302,13 +296,12 @@ final class EventsSocket: LWSHandler {
     }
 
     /// The relay filter: every event whose primary resource is a flow run (state changes, and custom events such
-    /// as `work.waiting` that an alert may quote) or an artifact collection (keyed artifacts), no heartbeats, from a minute before the last event seen (the
-    /// server clamps `since` to 15 min) until a year ahead.
+    /// as `work.waiting` that an alert may quote) or an artifact collection (keyed artifacts), no heartbeats, over
+    /// `EventsSession.backfillWindow`.
     func filterMessage() -> String {
-        let nowSeconds = now()
-        let since = lastOccurred.flatMap(Timestamp.parse).map { $0 - 60 } ?? (nowSeconds - 15 * 60)
+        let window = EventsSession.backfillWindow(lastOccurred: lastOccurred, now: now())
         let filter: JSONValue = [
-            "occurred": ["since": .string(Timestamp.format(since)), "until": .string(Timestamp.format(nowSeconds + 365 * 86400))],
+            "occurred": ["since": .string(Timestamp.format(window.since)), "until": .string(Timestamp.format(window.until))],
             "event": ["exclude_name": ["prefect.flow-run.heartbeat"]],
             // Flow runs' own events, and keyed artifacts (their run is a related resource): see RecentRunEvents.
             "resource": ["id_prefix": ["prefect.flow-run.", "prefect.artifact-collection."]],
