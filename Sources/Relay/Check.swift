@@ -5,12 +5,12 @@ import RelayCore
 /// `ok` or `failed` with what to fix, then exits 0 (all ok), 1 (a check failed) or 2 (the configuration itself is
 /// invalid, including an unreadable APNs key). Meant for a deploy step or a first run on a new node.
 ///
-/// It reuses the relay's own clients: `HTTPPool` (`POST /flows/count` with the relay's credential), the
-/// libwebsockets loop with `EventsSocket` (subprotocol `prefect`, the auth message, `auth_success`), and for APNs
-/// `TLSContext` + `TLSSocket.connect` (TLS with ALPN h2 against the system roots and `APNS_CA_FILE`) and, with a
-/// key, one `APNsClient` probe per host. The probe goes to a made-up device token: Apple judges the provider token
-/// before the device token, so `BadDeviceToken` means the key, key id, team id and topic were all accepted, and
-/// nothing reaches any phone.
+/// It reuses the relay's own clients, made by `Wiring` exactly as the relay makes them: `HTTPPool` (`POST
+/// /flows/count` with the relay's credential), the libwebsockets loop with `EventsSocket` (subprotocol `prefect`, the
+/// auth message, `auth_success`), and for APNs `TLSContext` + `TLSSocket.connect` (TLS with ALPN h2 against the
+/// system roots and `APNS_CA_FILE`) and, with a key, one `APNsClient` probe per host. The probe goes to a made-up
+/// device token: Apple judges the provider token before the device token, so `BadDeviceToken` means the key, key id,
+/// team id and topic were all accepted, and nothing reaches any phone.
 enum Check {
     static let usage = "check        try PREFECT_API_URL and its credential, the APNs key and both APNs hosts, check "
         + "the store's integrity, then exit"
@@ -136,7 +136,7 @@ enum Check {
     private static func prefect(_ config: Config, _ report: Report) async {
         let http: HTTPPool
         do {
-            http = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy))
+            http = try Wiring.prefectPool(config)
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)"))
         }
@@ -146,10 +146,7 @@ enum Check {
         let events = EventsSocket(config: config) { sink.yield($0) }
         let loop: WebSocketsLoop
         do {
-            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
-                                                      clientProxy: config.proxy.route(for: config.prefectAPI).endpoint,
-                                                      threadName: "pp-events"),
-                                      handlers: [events])
+            loop = try Wiring.eventsLoop(config, events: events)
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)", fix: "check PREFECT_CA_FILE is a readable PEM file"))
         }
@@ -279,7 +276,7 @@ enum Check {
         ]
         let tls: TLSContext
         do {
-            tls = try TLSContext(caFile: config.apnsCAFile)
+            tls = try Wiring.apnsTLS(caFile: config.apnsCAFile)
         } catch {
             return report.add(Line(.failed, "apns tls", "\(error)", fix: "APNS_CA_FILE must be a readable PEM file, or unset"))
         }
@@ -295,7 +292,7 @@ enum Check {
         options.connection.connectTimeoutMs = 10_000
         options.connection.requestTimeoutMs = 10_000
         options.retry = .never
-        guard let client = try? APNsClient.make(config: config, options: options) else { return }
+        guard let client = try? Wiring.apnsClient(config, options: options) else { return }
         defer { client.shutdown() }
         for (name, url, environment) in hosts where reachable.contains(environment) {
             let probe = Push(kind: .alert, deviceToken: String(repeating: "0", count: 64), environment: environment,

@@ -135,15 +135,12 @@ package enum RelayMain {
         let store: Store
         do { store = try Store(path: config.dbPath) } catch { fail("DB_PATH: \(error)") }
         let apns: APNsClient?
-        do { apns = try APNsClient.make(config: config) } catch { fail("\(error)") }
+        do { apns = try Wiring.apnsClient(config) } catch { fail("\(error)") }
         let prefectHTTP: HTTPPool
         let credentialHTTP: HTTPPool
         do {
-            prefectHTTP = try HTTPPool(options: .init(caFile: config.prefectCAFile, proxy: config.proxy))
-            var checks = HTTPPool.Options(caFile: config.prefectCAFile, proxy: config.proxy)
-            (checks.maxConnectionsPerHost, checks.extraConnectionsPerHost) = (Authorizer.maxConcurrentChecks, 0)
-            checks.threadName = "pp-auth"
-            credentialHTTP = try HTTPPool(options: checks)
+            prefectHTTP = try Wiring.prefectPool(config)
+            credentialHTTP = try Wiring.credentialPool(config)
         } catch {
             fail("\(error)")
         }
@@ -188,11 +185,7 @@ package enum RelayMain {
         let apiLoop: WebSocketsLoop
         let metricsLoop: WebSocketsLoop?
         do {
-            loop = try WebSocketsLoop(settings: .init(port: -1, clientCAFile: config.prefectCAFile,
-                                                      clientTLS: config.prefectAPI.tls,
-                                                      clientProxy: config.proxy.route(for: config.prefectAPI).endpoint,
-                                                      threadName: "pp-events"),
-                                      handlers: [events])
+            loop = try Wiring.eventsLoop(config, events: events)
             apiLoop = try WebSocketsLoop(settings: .init(port: config.port, clientTLS: false,
                                                          maxConnections: budget.apiConnections,
                                                          bindAddress: config.apiBind, threadName: "pp-api"),

@@ -43,17 +43,26 @@ public struct ProxyRule: Sendable, Equatable {
         self.noProxy = noProxy
     }
 
-    /// Reads the six variables; a malformed proxy URL is a `ConfigError` naming the variable (never its password).
+    /// Reads the six variables through their descriptors in `Settings`; a malformed proxy URL is a `ConfigError`
+    /// naming the variable (never its password).
     public init(environment env: [String: String]) throws(ConfigError) {
-        func pick(_ lower: String, _ upper: String) -> (name: String, value: String)? {
-            for name in [lower, upper] {
-                if let value = env[name]?.trimmingWhitespace(), !value.isEmpty { return (name, value) }
+        let reader = EnvironmentReader(env)
+        // The first of the two set and not blank (the descriptor trims, and reads blank as unset), with its name.
+        func pick(_ lower: Setting<String?>, _ upper: Setting<String?>) throws(ConfigError) -> (name: String, value: String)? {
+            for setting in [lower, upper] {
+                if let value = try setting.read(reader) { return (setting.name, value) }
             }
             return nil
         }
-        https = try pick("https_proxy", "HTTPS_PROXY").map { v throws(ConfigError) in try ProxyEndpoint.parse(v.value, variable: v.name) }
-        http = try pick("http_proxy", "HTTP_PROXY").map { v throws(ConfigError) in try ProxyEndpoint.parse(v.value, variable: v.name) }
-        noProxy = try pick("no_proxy", "NO_PROXY").map { v throws(ConfigError) in try ProxyRule.parseNoProxy(v.value, variable: v.name) } ?? []
+        https = try pick(Settings.httpsProxyLower, Settings.httpsProxy).map { v throws(ConfigError) in
+            try ProxyEndpoint.parse(v.value, variable: v.name)
+        }
+        http = try pick(Settings.httpProxyLower, Settings.httpProxy).map { v throws(ConfigError) in
+            try ProxyEndpoint.parse(v.value, variable: v.name)
+        }
+        noProxy = try pick(Settings.noProxyLower, Settings.noProxy).map { v throws(ConfigError) in
+            try ProxyRule.parseNoProxy(v.value, variable: v.name)
+        } ?? []
     }
 
     /// Whether a proxy is configured at all.

@@ -46,7 +46,7 @@ public enum Settings {
     static let maxDevices = Setting<Int>.number(
         "MAX_DEVICES", "the most devices the relay registers; more are refused with 409",
         default: Config.defaultMaxDevices, in: 1...10_000_000)
-    // Read by `ProxyRule`, which takes the lower-case name first, as curl and httpx do.
+    // Read by `ProxyRule`, which takes the lower-case name first, as curl and httpx do; an empty value is unset.
     static let httpsProxy = Setting<String?>.optional(
         "HTTPS_PROXY", "http://[user:pass@]host:port proxy for https targets (Prefect, APNs), via CONNECT; "
             + "https_proxy wins", unset: "unset: direct")
@@ -55,6 +55,12 @@ public enum Settings {
     static let noProxy = Setting<String?>.optional(
         "NO_PROXY", "comma-separated hosts sent direct: *, name (and its subdomains), IP, each with an optional :port; "
             + "no_proxy wins", unset: "unset")
+    static let httpsProxyLower = Setting<String?>.optional(
+        "https_proxy", "the same as HTTPS_PROXY, and wins over it", unset: "unset: HTTPS_PROXY")
+    static let httpProxyLower = Setting<String?>.optional(
+        "http_proxy", "the same as HTTP_PROXY, and wins over it", unset: "unset: HTTP_PROXY")
+    static let noProxyLower = Setting<String?>.optional(
+        "no_proxy", "the same as NO_PROXY, and wins over it", unset: "unset: NO_PROXY")
     static let metricsPort = Setting<Int?>.optionalNumber(
         "METRICS_PORT", "port of a separate listener serving only GET /metrics, without the Prefect credential "
             + "(0 picks a free one)", unset: "unset: no listener", in: 0...65535)
@@ -73,7 +79,7 @@ public enum Settings {
     public static let all: [any SettingDescription] = [
         prefectAPIURL, prefectAuth, prefectAPIKey, prefectUI, apnsKey, apnsKeyPath, apnsKeyID, apnsTeamID, apnsTopic,
         dbPath, port, apiBind, basePath, apnsProduction, apnsDevelopment, apnsCAFile, prefectCAFile,
-        prefectSSLCertFile, logLevel, logFormat, maxDevices, httpsProxy, httpProxy, noProxy, metricsPort, metricsBind,
-        healthGrace, healthStartup,
+        prefectSSLCertFile, logLevel, logFormat, maxDevices, httpsProxy, httpProxy, noProxy, httpsProxyLower,
+        httpProxyLower, noProxyLower, metricsPort, metricsBind, healthGrace, healthStartup,
     ]
 }

@@ -39,7 +39,7 @@ package final class APNsClient: Sendable {
             signer = JWTSigner(key: key, keyID: credentials.keyID, teamID: credentials.teamID, policy: options.tokenPolicy)
         }
         let tls: TLSContext
-        do { tls = try TLSContext(caFile: caFile) } catch {
+        do { tls = try Wiring.apnsTLS(caFile: caFile) } catch {
             throw ConfigError(caFile == nil ? "APNS_PRODUCTION_URL" : "APNS_CA_FILE", "could not set up TLS: \(error)")
         }
         self.production = try APNsConnection(host: production.host, port: production.port,

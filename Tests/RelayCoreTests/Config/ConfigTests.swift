@@ -96,7 +96,7 @@ import Testing
         for name in ["PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "PREFECT_UI_URL", "APNS_KEY", "APNS_KEY_PATH",
                      "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC", "DB_PATH", "PORT", "BASE_PATH", "APNS_PRODUCTION_URL",
                      "APNS_DEVELOPMENT_URL", "APNS_CA_FILE", "PREFECT_CA_FILE", "PREFECT_API_SSL_CERT_FILE", "LOG_LEVEL",
-                     "LOG_FORMAT", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"] {
+                     "LOG_FORMAT", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"] {
             #expect(names.contains(name))
         }
     }

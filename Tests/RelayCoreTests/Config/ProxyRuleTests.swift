@@ -42,6 +42,28 @@ import Testing
         #expect(try route(noProxy, "https://b.example") == .proxy(proxy))
     }
 
+    /// Every proxy variable is a descriptor in `Settings` (so `--help` and the README list it) and `ProxyRule` reads
+    /// each through it: the lower-case ones too, each ahead of its upper-case twin unless blank.
+    @Test func lowerCaseVariablesAreReadThroughTheirDescriptors() throws {
+        let listed = Set(Settings.all.map(\.name))
+        let pairs = [(Settings.httpsProxyLower, Settings.httpsProxy), (Settings.httpProxyLower, Settings.httpProxy),
+                     (Settings.noProxyLower, Settings.noProxy)]
+        for (lower, upper) in pairs {
+            #expect(lower.name == upper.name.lowercased())
+            #expect(listed.contains(lower.name) && listed.contains(upper.name), "--help lacks \(lower.name)")
+        }
+        let lower = try rule([Settings.httpsProxyLower.name: " http://proxy:3128 ", Settings.httpProxyLower.name: "other:8080",
+                              Settings.noProxyLower.name: "a.example:443"])
+        #expect(lower.https == proxy && lower.http == other)
+        #expect(lower.noProxy == [.domain("a.example", port: 443)])
+        let both = try rule(["https_proxy": "http://proxy:3128", "HTTPS_PROXY": "http://other:8080",
+                             "http_proxy": " ", "HTTP_PROXY": "http://proxy:3128", "no_proxy": "", "NO_PROXY": "*"])
+        #expect(both.https == proxy && both.http == proxy && both.noProxy == [.everything])
+        // A bad value is blamed on the spelling that was read, and the twin it shadows is never parsed.
+        #expect(error(["https_proxy": "socks5://proxy:1080", "HTTPS_PROXY": "http://proxy:3128"])?.variable == "https_proxy")
+        #expect(error(["no_proxy": "a.example", "NO_PROXY": "host:notaport"]) == nil)
+    }
+
     @Test func proxyURLs() throws {
         #expect(try ProxyEndpoint.parse("proxy:3128", variable: "V") == proxy)
         #expect(try ProxyEndpoint.parse("http://proxy:3128/", variable: "V") == proxy)

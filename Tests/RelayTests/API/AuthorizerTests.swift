@@ -89,8 +89,11 @@ import Testing
         await withTaskGroup(of: Authorizer.Verdict.self) { group in
             for _ in 0..<50 { group.addTask { await auth.verdict(for: "Basic same") } }
             // The first asks Prefect; the other 49 wait on its answer rather than asking too.
-            try? await eventually("the first check started", within: 30) { gate.calls.withLock { $0 } == 1 }
-            try? await holds("one check for one credential", during: 0.1) { gate.calls.withLock { $0 } == 1 }
+            // Recorded, not thrown: the gate must open either way, or the group would wait out every check.
+            await #expect(throws: Never.self) {
+                try await eventually("the first check started", within: 30) { gate.calls.withLock { $0 } == 1 }
+                try await holds("one check for one credential", during: 0.1) { gate.calls.withLock { $0 } == 1 }
+            }
             gate.open.store(true, ordering: .releasing)
             for await verdict in group { #expect(verdict == .admitted) }
         }
@@ -105,10 +108,15 @@ import Testing
         let auth = gated(gate)
         let verdicts = await withTaskGroup(of: Authorizer.Verdict.self, returning: [Authorizer.Verdict].self) { group in
             for i in 0..<100 { group.addTask { await auth.verdict(for: "Basic junk\(i)") } }
-            try? await eventually("the cap's checks started", within: 30) {
-                gate.calls.withLock { $0 } == Authorizer.maxConcurrentChecks
+            // Recorded, not thrown, as above.
+            await #expect(throws: Never.self) {
+                try await eventually("the cap's checks started", within: 30) {
+                    gate.calls.withLock { $0 } == Authorizer.maxConcurrentChecks
+                }
+                try await holds("no check past the cap", during: 0.2) {
+                    gate.calls.withLock { $0 } <= Authorizer.maxConcurrentChecks
+                }
             }
-            try? await holds("no check past the cap", during: 0.2) { gate.calls.withLock { $0 } <= Authorizer.maxConcurrentChecks }
             gate.open.store(true, ordering: .releasing)
             var all: [Authorizer.Verdict] = []
             for await verdict in group { all.append(verdict) }

@@ -251,10 +251,10 @@ import Testing
         }
     }
 
-    /// A fan-out to a host that refuses connections is answered (unreachable, each push) rather than left waiting
-    /// for the requests' deadline, two minutes off here. The minute waited is a hang guard: under load or
-    /// ThreadSanitizer the process can stall for half a minute, and a tighter bound failed on that alone.
-    @Test func fanOutToAnUnreachableHostIsAnsweredAtOnce() async throws {
+    /// A fan-out to a host that refuses connections is answered (unreachable, each push) before the requests'
+    /// deadline, two minutes off here, rather than left waiting for it. The test allows a minute, half the deadline:
+    /// under load or ThreadSanitizer the process can stall for half a minute, and a tighter bound failed on that alone.
+    @Test func fanOutToAnUnreachableHostIsAnsweredBeforeTheRequestDeadline() async throws {
         var options = APNsClient.Options()
         options.connection.link.reconnectDelayMs = 10
         options.connection.requestTimeoutMs = 120_000

@@ -206,6 +206,27 @@ extension SharedPrefect {
             #expect(!result.output.contains(CloudStandIn.key))
         }
 
+        /// Check over https trusts what the relay trusts: `PREFECT_CA_FILE` for both the REST read and the events
+        /// socket (made by `Wiring`, as the relay's are), and without it neither trusts the stand-in. The roots are
+        /// an empty directory, so only the CA file can vouch for it.
+        @Test func checkOverHTTPSTrustsThePrefectCAFile() async throws {
+            let cloud = try await CloudStandIn(tls: true)
+            let roots = TestFiles.temporaryDirectory()
+            defer { TestFiles.removeTree(roots) }
+            let env = ["PREFECT_API_URL": cloud.root, "PREFECT_API_KEY": CloudStandIn.key, "SSL_CERT_DIR": roots]
+            let trusted = try CheckIntegrationTests().check(env.merging(["PREFECT_CA_FILE": APNsFixtures.path("ca.pem")]) { $1 })
+            for name in ["prefect api", "prefect events"] {
+                #expect(trusted.status(of: name) == "ok", "\(name): \(trusted.output)")
+            }
+            #expect(trusted.line("prefect events").contains("wss://"))
+            let untrusted = try CheckIntegrationTests().check(env)
+            #expect(untrusted.code == 1, "\(untrusted.output)")
+            for name in ["prefect api", "prefect events"] {
+                #expect(untrusted.status(of: name) == "failed", "\(name): \(untrusted.output)")
+            }
+            #expect(untrusted.line("prefect api").contains("PREFECT_CA_FILE"), "\(untrusted.output)")
+        }
+
         @Test func checkPrintsTheFixForAWrongKey() async throws {
             let cloud = try await CloudStandIn()
             let wrong = "pnu_WrongKeyForTheStandIn0123456789abcd"

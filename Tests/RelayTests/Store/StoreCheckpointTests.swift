@@ -19,7 +19,7 @@ import Testing
         try await holds("a log of a few pages stays uncheckpointed", during: 2.5) { devicesInTheFile(dir) == 0 }
         // ...and many more are copied within a look or two of the checkpointer.
         for n in 5..<300 { try store.upsertDevice(device(n), now: 1) }
-        #expect(await devicesInTheFile(dir, become: 300), "no checkpoint within 5 s of the log passing 100 pages")
+        #expect(await devicesInTheFile(dir, become: 300), "no checkpoint within \(Self.bound) s of the log passing 100 pages")
         #expect(try store.deviceCount() == 300)
     }
 
@@ -28,7 +28,7 @@ import Testing
         let store = try dir.store(checkpoints: .init(frames: 100_000, maxAge: 1))
         #expect(await devicesInTheFile(dir, become: 0))
         for n in 0..<5 { try store.upsertDevice(device(n), now: 1) }
-        #expect(await devicesInTheFile(dir, become: 5), "a log with new pages not copied within 5 s of its age limit")
+        #expect(await devicesInTheFile(dir, become: 5), "a log with new pages not copied within \(Self.bound) s of its age limit")
     }
 
     @Test func dueOnlyWithNewPagesPastTheThresholdOrTheAge() {
@@ -55,9 +55,13 @@ import Testing
         return Int(sqlite3_column_int64(statement, 0))
     }
 
-    /// Whether the file itself holds `count` devices within 30 s (a bound for a stalled machine; it takes a look or two).
+    /// How long, in seconds, the file may take to show a checkpoint: a bound for a stalled machine (it takes a look
+    /// or two of the checkpointer).
+    private static let bound = 30
+
+    /// Whether the file itself holds `count` devices within `bound` seconds.
     private func devicesInTheFile(_ dir: StoreScratch, become count: Int) async -> Bool {
-        await poll(within: 30, every: 0.1) { devicesInTheFile(dir) == count }
+        await poll(within: Double(Self.bound), every: 0.1) { devicesInTheFile(dir) == count }
     }
 
     private func device(_ n: Int) -> DeviceRegistration {
