@@ -59,9 +59,10 @@ func fuzzAPNsMachine(_ data: [UInt8]) {
         case 1:  // the loop's turn: connect if told, then submit what the room allows
             if machine.turn(now: now, waiting: !queue.isEmpty).connect {
                 if argument % 4 == 0 {
-                    machine.connectFailed(now: now, random: Double(argument) / 256)
-                    for push in queue { pushes[push].ended = true }  // told "not sent"; its caller retries
-                    queue = []
+                    if machine.connectFailed(now: now, random: Double(argument) / 256).failWaiting {
+                        for push in queue { pushes[push].ended = true }  // told "not sent"; its caller retries
+                        queue = []
+                    }
                 } else {
                     links += 1
                     machine.connected(id: links, now: now)

@@ -63,8 +63,9 @@ extension APNsConnection {
                 streak = streak ?? FailureStreak()
                 streak?.failed(at: time, error: "\(error)")
             }
-            machine.connectFailed(now: monotonicMs(), random: Double.random(in: 0..<1))
-            for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
+            if machine.connectFailed(now: monotonicMs(), random: Double.random(in: 0..<1)).failWaiting {
+                for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
+            }
         }
     }
 

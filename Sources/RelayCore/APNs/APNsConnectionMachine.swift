@@ -79,17 +79,26 @@ public struct APNsConnectionMachine: Sendable {
         connectFailures = 0
     }
 
-    /// A connect failed: nothing was sent, so every waiting push is told it was never sent (the caller's table row
-    /// decides its retry) and the next attempt waits per the reconnect backoff. Returns how long, in ms.
+    /// What follows a failed connect.
+    public struct ConnectFailure: Sendable, Equatable {
+        /// Tell every waiting push it was never sent: the caller's row of `DeliveryTable` decides its retry (the
+        /// outbox's backoff), rather than each waiting here through reconnects it can't see.
+        public var failWaiting: Bool
+        /// The next attempt waits this long (ms).
+        public var retryInMs: Int64
+    }
+
+    /// A connect failed: nothing was sent, so the waiting pushes are failed as never sent, and the next attempt
+    /// waits per the reconnect backoff.
     @discardableResult
-    public mutating func connectFailed(now: Int64, random: Double) -> Int64 {
+    public mutating func connectFailed(now: Int64, random: Double) -> ConnectFailure {
         precondition(link == nil, "a connect failed while a link is open")
         connectFailures += 1
         // Jitter only shortens (`Backoff`); never below the configured gap.
         let delay = max(Int64(options.reconnectDelayMs),
                         Int64(reconnect.delay(failures: connectFailures, random: random) * 1000))
         policy.connectFailed(now: now, delayMs: delay)
-        return delay
+        return ConnectFailure(failWaiting: true, retryInMs: delay)
     }
 
     /// The link is dropped (its socket closed by the loop). Every stream still open ends here: those that went out
