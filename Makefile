@@ -28,9 +28,9 @@ PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
 STRIP_FLAGS   ?= -Xlinker --strip-all
 SYMBOL_ORDER  := -Xlinker --symbol-ordering-file=$(CURDIR)/deploy/symbol-order.txt -Xlinker --no-warn-symbol-ordering
 # The release build reports the checkout's version (git describe) and commit: deploy/build-stamp.sh writes them into
-# $(BUILD_STAMP) (git-ignored), compiled in by -DPREFECT_PUSH_STAMPED (Sources/Relay/BuildInfo.swift). Other builds
+# $(BUILD_STAMP) (git-ignored), compiled in by -DPREFECT_PUSH_STAMPED (Sources/Relay/Process/BuildInfo.swift). Other builds
 # report 0.1.0+unknown. BUILD_VERSION / BUILD_COMMIT override git (deploy/Dockerfile passes them).
-BUILD_STAMP   := Sources/Relay/BuildStamp.generated.swift
+BUILD_STAMP   := Sources/Relay/Process/BuildStamp.generated.swift
 RELEASE_COMPILE := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
                    -Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -DPREFECT_PUSH_STAMPED $(STRICT_FLAGS)
 RELEASE_FLAGS := $(RELEASE_COMPILE) -Xswiftc -use-ld=lld $(PACK_RELOCS) $(SYMBOL_ORDER) $(STRIP_FLAGS)

@@ -1,5 +1,5 @@
 // Prefect event and run parsing: any bytes that jansson accepts as JSON go through every reader the relay applies
-// to Prefect's answers and socket messages, and through the Watcher; nothing may crash. The same bytes, read as a
+// to Prefect's answers and socket messages, and through the PauseWatcher; nothing may crash. The same bytes, read as a
 // script, drive the events socket's session (`fuzzEventsSession`).
 
 func fuzzEvents(_ data: [UInt8]) {

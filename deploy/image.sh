@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 uid=65532
 sbom=/usr/share/doc/prefect-push/sbom.cdx.json
 # The Swift file `make build` compiled into the binary: its list of libraries is the SBOM's (deploy/build-stamp.sh).
-stamp=${BUILD_STAMP:-$here/../Sources/Relay/BuildStamp.generated.swift}
+stamp=${BUILD_STAMP:-$here/../Sources/Relay/Process/BuildStamp.generated.swift}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 # The labels' version and revision are the binary's own (`make build` stamps them from git: BuildInfo.swift);

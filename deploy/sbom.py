@@ -5,7 +5,7 @@ is built from.
   usage: deploy/sbom.py --stamp STAMP --binary BINARY --created TIME [--source URL] OUT
 
 The libraries come from STAMP, the Swift file deploy/build-stamp.sh generated for the release build that made
-BINARY (Sources/Relay/BuildStamp.generated.swift): build-stamp.sh holds the one list, and `prefect-push --version
+BINARY (Sources/Relay/Process/BuildStamp.generated.swift): build-stamp.sh holds the one list, and `prefect-push --version
 --verbose` prints the same entries, compiled in from the same file. A stamp whose version or commit is not the
 binary's own (`BINARY --version`) is refused: it would describe another build.
 

@@ -34,7 +34,7 @@ package enum RelayMain {
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
             usage: prefect-push [check | status [--json] | backup FILE | --help | --version [--verbose]]
-              \(Check.usage)
+              \(CheckCommand.usage)
               \(StatusCommand.usage)
               \(BackupCommand.usage)
               \(versionUsage)
@@ -107,7 +107,7 @@ package enum RelayMain {
             }
             exit(0)
         case "check":
-            exit(await Check.run(environment: environment()))
+            exit(await CheckCommand.run(environment: environment()))
         case "status":
             exit(StatusCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case "backup":

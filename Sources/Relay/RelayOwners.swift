@@ -5,14 +5,14 @@ import RelayCore
 ///
 /// - `Ledger`: the store's one connection;
 /// - `OutboxSender`: the outbox (what is being sent, answers to write, resends) and the APNs client;
-/// - `PauseTracker`: the Watcher, the pause jobs and what the socket told about each run;
-/// - `Notifier`: the batches for a pause, as values;
+/// - `PauseTracker`: the PauseWatcher, the pause jobs and what the socket told about each run;
+/// - `PushPlanner`: the batches for a pause, as values;
 /// - `RelayStatus`: health and metrics, read from the others.
 struct RelayOwners: Sendable {
     let tally: MetricsTally
     let ledger: Ledger
     let outbox: OutboxSender
-    let notifier: Notifier
+    let notifier: PushPlanner
     let tracker: PauseTracker
     let status: RelayStatus
 
@@ -27,7 +27,7 @@ struct RelayOwners: Sendable {
         let startup = try Ledger.Startup(reading: store, now: now())
         ledger = Ledger(store: store, tally: tally)
         outbox = OutboxSender(ledger: ledger, apns: apns, nextDueMs: startup.nextDueMs, tally: tally, now: steady)
-        notifier = Notifier(uiRoot: uiRoot, topic: topic)
+        notifier = PushPlanner(uiRoot: uiRoot, topic: topic)
         let runner = PauseJobs(outbox: outbox, ledger: ledger,
                                gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), notifier: notifier,
                                now: now)

@@ -23,7 +23,7 @@ private actor OnRelayThread {
         let (child, resumed) = await Task(executorPreference: RelayExecutor.shared) { () -> (pthread_t, pthread_t) in
             async let child = pthread_self()
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let thread = LoopThread.start("test.thread", name: "test") { continuation.resume() }
+                let thread = RelayThread.start("test.thread", name: "test") { continuation.resume() }
                 if let thread { pthread_detach(thread) }
             }
             return (await child, pthread_self())

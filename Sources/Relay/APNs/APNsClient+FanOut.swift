@@ -11,7 +11,7 @@ extension APNsClient {
     /// together have each been through `done` (so a caller that gathers them hands them on without waiting for
     /// more). Returns how many were delivered.
     ///
-    /// No task per push: requests go to each host's connection in batches (`APNsConnection.submit`) and answers
+    /// No task per push: requests go to each host's connection in batches (`APNsHostLoop.submit`) and answers
     /// come back through one stream, so a fan-out to thousands of phones costs one task, not thousands.
     package func fanOut(_ items: [(push: Push, device: Device)], window: Int = APNsClient.fanOutWindow, retry: Backoff? = nil,
                 drained: @escaping @Sendable () async -> Void = {},

@@ -8,14 +8,14 @@ import RelayCore
 /// caller, which owns the store, to apply.
 package final class APNsClient: Sendable {
     package struct Options: Sendable {
-        package var connection = APNsConnection.Options()
+        package var connection = APNsHostLoop.Options()
         var retry = Backoff.withinSend
         var tokenPolicy = ProviderTokenPolicy()
         package init() {}
     }
 
-    private let production: APNsConnection
-    private let development: APNsConnection
+    private let production: APNsHostLoop
+    private let development: APNsHostLoop
     private let signer: JWTSigner
     let retry: Backoff
 
@@ -42,10 +42,10 @@ package final class APNsClient: Sendable {
         do { tls = try Wiring.apnsTLS(caFile: caFile) } catch {
             throw ConfigError(caFile == nil ? "APNS_PRODUCTION_URL" : "APNS_CA_FILE", "could not set up TLS: \(error)")
         }
-        self.production = try APNsConnection(host: production.host, port: production.port,
+        self.production = try APNsHostLoop(host: production.host, port: production.port,
                                              authority: production.authority, tls: tls, options: options.connection,
                                              proxy: proxy.route(for: production).endpoint)
-        self.development = try APNsConnection(host: development.host, port: development.port,
+        self.development = try APNsHostLoop(host: development.host, port: development.port,
                                               authority: development.authority, tls: tls, options: options.connection,
                                               proxy: proxy.route(for: development).endpoint)
         self.retry = options.retry
@@ -100,7 +100,7 @@ package final class APNsClient: Sendable {
         return outcome
     }
 
-    func connection(for environment: APNsEnvironment) -> APNsConnection {
+    func connection(for environment: APNsEnvironment) -> APNsHostLoop {
         environment == .production ? production : development
     }
 

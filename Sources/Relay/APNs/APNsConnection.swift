@@ -1,197 +1,181 @@
-import CShims
+import CNGHTTP2
 import Glibc
 import RelayCore
-import Synchronization
 
-/// One APNs host. A loop thread (started on first use) owns at most one live `APNsLink` at a time: opened
-/// when there is something to send, kept open, PINGed when quiet, and replaced when it dies or gets GOAWAY.
-/// Requests wait in Swift until the link has a free stream, so nghttp2 never holds more than the limit.
+/// One live HTTP/2 connection to an APNs host: owns the TLS socket and the nghttp2 client session.
+/// Created and dropped by one `APNsHostLoop` loop thread, and used only with that connection's `turn` lock held
+/// (by the loop, or by a caller sending on it directly).
 ///
-/// A few requests for a live link that the loop is asleep on go out from the caller's thread (`sendDirectly`):
-/// the loop would otherwise be woken only to write them, a wake-up and a thread switch on the path of every
-/// alert (~20 µs on an idle core, 100 µs and more when the other core is busy). The loop still reads every answer.
-///
-/// `@unchecked Sendable`: `send(_:)`, `submit`, `recycle()` and `close()` may be called from any thread; they touch
-/// the `inbox` lock and the eventfd, and the loop's state only while holding `turn` (`sendDirectly`). Every other
-/// stored `var` belongs to the loop thread, which holds `turn` whenever it touches them (all but its poll()).
-package final class APNsConnection: @unchecked Sendable {
-    package struct Options: Sendable {
-        /// Per-request deadline: a push with no answer by then finishes `.timedOut`.
-        package var requestTimeoutMs = 10_000
-        var connectTimeoutMs = 5_000
-        /// PINGs, reconnect delay, stream cap: the link policy's (`APNsLinkPolicy`).
-        package var link = APNsLinkPolicy.Options()
+/// nghttp2's session `user_data` is `self`, borrowed: the link owns the session and deletes it first in
+/// `deinit`, so no callback can outlive it.
+final class APNsConnection {
+    let socket: TLSSocket
+    let id: Int
+    /// The host loop that owns this connection: its `machine` decides every stream's fate. Unowned: the host loop
+    /// holds the link, never the reverse, and drops it before it goes.
+    unowned let host: APNsHostLoop
+    private(set) var session: OpaquePointer?
+    /// Streams on the wire. Each value is the `passRetained` reference also stored as stream user data and as
+    /// the stream's data provider source; it is released when it leaves here, in `takeBox` (nghttp2 is done with
+    /// the stream) or in `close` (after the session is deleted).
+    private(set) var streams: [Int32: Unmanaged<PendingPush>] = [:]
+    /// Pushes the machine said to send again on a fresh link (APNs never saw them); the loop queues them first.
+    var resend: [PendingPush] = []
 
-        init() {}
-    }
-
-    private struct Inbox: LoopInbox {
-        var pushes: [PendingPush] = []
-        var closing = false
-        var recycle = false
-        var thread: pthread_t?
-    }
-
-    let host: String
-    let port: Int
-    let authority: String
-    let options: Options
-    let tls: TLSContext
-    /// The proxy whose CONNECT tunnel every link to this host goes through (`ProxyRule`), or nil: direct.
-    let proxy: ProxyEndpoint?
-    private let wakeSignal: WakeSignal
-    private let inbox = Locked(Inbox())
-    /// Held by the loop for its turn, released while it polls; see the type's comment. Taken before `inbox`.
-    let turn = PthreadLock()
-    /// At most this many requests at once go out from the caller's thread: a larger fan-out is encoded and written
-    /// by the loop while the caller makes the rest (the two cores work side by side).
-    static let directSendLimit = 8
-
-    // Loop-thread state.
-    var link: APNsLink?
-    var waiting = PushQueue()
-    var linksOpened = 0
-    /// Every decision about the link and its streams: when to connect, PING, retire; each stream's fate; how many
-    /// streams; how long to sleep. Loop-bound (its `turn` lock): the loop and the link's nghttp2 callbacks report
-    /// to it and do what it answers.
-    var machine: APNsConnectionMachine
-    /// Answers for `submit`ted pushes, handed over once per loop turn.
-    let answers = AnswerBatch()
-
-    init(host: String, port: Int, authority: String, tls: TLSContext, options: Options = Options(),
-         proxy: ProxyEndpoint? = nil) throws(IOError) {
-        self.proxy = proxy
+    init(socket: TLSSocket, id: Int, host: APNsHostLoop) throws(H2Error) {
+        self.socket = socket
+        self.id = id
         self.host = host
-        self.port = port
-        self.authority = authority
-        self.tls = tls
-        self.options = options
-        machine = APNsConnectionMachine(options: options.link)
-        wakeSignal = try WakeSignal()
-        // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
-        // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
-        signal(SIGPIPE, SIG_IGN)
+        var callbacks: OpaquePointer?
+        try H2Error.check(nghttp2_session_callbacks_new(&callbacks), "nghttp2_session_callbacks_new")
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        installLinkCallbacks(callbacks)
+        try H2Error.check(nghttp2_session_client_new(&session, callbacks, Unmanaged.passUnretained(self).toOpaque()),
+                          "nghttp2_session_client_new")
+        var settings = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0)]
+        try H2Error.check(nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1),
+                          "nghttp2_submit_settings")
     }
 
-    /// TLS + HTTP/2 connections opened to this host since start-up (`/metrics`): this connection's own, as
-    /// `reachability` is. Safe from any thread.
-    package var linksOpenedTotal: Int { linksOpenedCount.load(ordering: .relaxed) }
-    let linksOpenedCount = Atomic<Int>(0)
-    /// Connection attempts to this host since the last success, nil before the first, for `/health`
-    /// (`HealthVerdict`). This connection's own, so two clients in one process (tests) never mix. Safe from any thread.
-    let reachability = Locked<FailureStreak?>(nil)
-
-    /// Sends one request on this host and waits for its answer (or timeout). Safe from any task.
-    func send(_ request: APNsRequest) async -> APNsExchange {
-        await withCheckedContinuation { continuation in
-            enqueue([PendingPush(request: request, deadline: deadline(), continuation: continuation)])
-        }
+    // The session is already gone after `close` (nil: a no-op); a link that never opened a stream (a failed init)
+    // deletes it here. The socket is released after this body, which frees the SSL* and then the fd.
+    deinit {
+        assert(streams.isEmpty, "an APNsConnection with open streams must be closed before it is dropped")
+        nghttp2_session_del(session)
     }
 
-    /// Queues many requests at once (one lock, one wake-up) without a task per request: `sink` gets each
-    /// request's index and answer, on the loop thread, with the others that finished in the same loop turn.
-    /// Safe from any thread.
-    func submit(_ requests: [(index: Int, request: APNsRequest)], to sink: any APNsAnswerSink) {
-        let deadline = deadline()
-        enqueue(requests.map { index, request in
-            PendingPush(request: request, deadline: deadline, index: index, sink: sink, batch: answers)
-        })
+    // MARK: - Streams
+
+    /// What the connection's machine can't see of the nghttp2 session.
+    func facts() -> APNsConnectionMachine.Session {
+        guard let session else { return APNsConnectionMachine.Session(requestAllowed: false, finished: true) }
+        return APNsConnectionMachine.Session(
+            requestAllowed: nghttp2_session_check_request_allowed(session) != 0,
+            peerStreamLimit: Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)),
+            finished: nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0)
     }
 
-    private func deadline() -> Int64 { monotonicMs() + Int64(options.requestTimeoutMs) }
-
-    private func enqueue(_ pushes: [PendingPush]) {
-        guard !pushes.isEmpty else { return }
-        if sendDirectly(pushes) { return }
-        // The pushes move into the inbox, or come back out refused; the caller keeps no other reference.
-        let admission = inbox.withLock { inbox -> Admission in
-            guard !inbox.closing else { return .refused(pushes) }
-            if inbox.thread == nil { inbox.thread = startLoop() }
-            guard inbox.thread != nil else { return .refused(pushes) }
-            let wasEmpty = inbox.pushes.isEmpty
-            inbox.pushes.append(contentsOf: pushes)
-            return .queued(wakeLoop: wasEmpty)
+    /// Starts one request. Returns false (the push untouched) when this session takes no more streams.
+    func submit(_ push: PendingPush, authority: String) -> Bool {
+        let retained = Unmanaged.passRetained(push)
+        let streamID = submitRequest(push.request, authority: authority, box: retained.toOpaque())
+        if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { host.machine.stopNewStreams() }
+        guard streamID > 0 else {
+            // Never handed to nghttp2: undo the retain here.
+            retained.release()
+            return false
         }
-        // One eventfd write per batch, not per push: a non-empty inbox already has a wake-up on its way
-        // (its first push's), and the loop always takes the inbox after draining the eventfd.
-        switch admission {
-        case .refused(let refused): refused.forEach { $0.finish(.notSent(.closed), batched: false) }
-        case .queued(wakeLoop: true): wake()
-        case .queued(wakeLoop: false): break
-        }
-    }
-
-    /// What became of pushes handed to the inbox.
-    private enum Admission {
-        case queued(wakeLoop: Bool)
-        case refused([PendingPush])
-    }
-
-    /// Sends `pushes` on the live link from this thread when the loop is not in a turn (asleep in poll(), or about
-    /// to be), nothing queued is ahead of them and the link has streams free for all of them. The loop reads their
-    /// answers; it is woken only when something is left for it (below), after the write, off the pushes' path.
-    /// False when nothing was done: the caller queues them.
-    private func sendDirectly(_ pushes: [PendingPush]) -> Bool {
-        guard pushes.count <= Self.directSendLimit, turn.tryLock() else { return false }
-        defer { turn.unlock() }
-        guard let link, inbox.withLock({ !$0.closing && !$0.recycle && $0.pushes.isEmpty }),
-              machine.maySendDirectly(pushes.count, queued: waiting.count, session: link.facts())
-        else { return false }
-        // The loop went to sleep on an idle link, until its long idle PING: it must learn of these streams' deadlines
-        // and switch to the busy PING. On a busy link its sleep already ends at the soonest deadline check.
-        let loopSleepsIdle = machine.openStreams == 0
-        var refused = false
-        for push in pushes {
-            // A session that takes no more streams (ids ran out): the loop moves what is left to a fresh link.
-            if refused || !link.submit(push, authority: authority) {
-                refused = true
-                waiting.append(push)
-            }
-        }
-        link.transmit()
-        // The loop takes over what the write left: bytes the socket didn't take, a failed link, streams nghttp2 did
-        // not send (`resend`), answers a callback finished meanwhile.
-        if loopSleepsIdle || refused || machine.failure != nil || link.wantsWrite || !link.resend.isEmpty
-            || !answers.isEmpty {
-            wake()
-        }
+        streams[streamID] = retained
+        host.machine.submitted(streamID, purpose: push.request.purpose, deadline: push.deadline)
         return true
     }
 
-    /// Stops the loop thread: waiting pushes finish `.notSent`, in-flight ones `.lost`. Idempotent.
-    func close() {
-        inbox.closeLoop(wake: wake)
+    /// Takes back the box retained at submit. Returns nil if it was already taken. `closing`: called from the
+    /// stream's close callback, after which nghttp2 destroys a client session's stream at once
+    /// (`nghttp2_session_close_stream`; only a server keeps closed streams), so nothing reads its user data again and
+    /// clearing it would only cost a lookup in the session's stream map per answer.
+    func takeBox(_ streamID: Int32, closing: Bool = false) -> PendingPush? {
+        guard let retained = streams.removeValue(forKey: streamID) else { return nil }
+        if !closing { _ = nghttp2_session_set_stream_user_data(session, streamID, nil) }
+        return retained.takeRetainedValue()
     }
 
-    /// Stops opening streams on the current link and moves new ones to a fresh link; streams in flight
-    /// finish where they are. For provider-token errors, after which APNs may "wedge" a connection.
-    /// Safe from any thread.
-    func recycle() {
-        inbox.withLock { $0.recycle = true }
-        wake()
+    /// A stream ended: the machine says whether its caller gets the answer, hears it was lost, or it goes again.
+    func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let push = takeBox(streamID, closing: true), !push.isFinished,
+              let end = host.machine.streamClosed(streamID, status: push.status,
+                                                        refused: errorCode == NGHTTP2_REFUSED_STREAM.rawValue,
+                                                        error: String(cString: nghttp2_http2_strerror(errorCode)))
+        else { return }
+        apply(end, to: push)
     }
 
-    /// Takes what other threads queued. Loop thread only.
-    func takeInbox() -> (pushes: [PendingPush], closing: Bool, recycle: Bool) {
-        inbox.withLock { inbox in
-            defer {
-                inbox.pushes.removeAll()
-                inbox.recycle = false
-            }
-            return (inbox.pushes, inbox.closing, inbox.recycle)
+    /// HEADERS nghttp2 dropped before sending (e.g. GOAWAY arrived while they were queued). The stream may never
+    /// have opened, so no close callback follows: the box is taken here.
+    func headersNotSent(_ streamID: Int32) {
+        guard let push = takeBox(streamID), !push.isFinished,
+              let end = host.machine.headersNotSent(streamID) else { return }
+        apply(end, to: push)
+    }
+
+    /// Carries out a stream's end as the machine decided it.
+    private func apply(_ end: APNsConnectionMachine.StreamEnd, to push: PendingPush) {
+        switch end {
+        case .answered:
+            push.finish(.response(status: push.status ?? 0, apnsID: push.apnsID, body: push.responseBody,
+                                  retryAfter: push.retryAfter))
+        case .resend:
+            push.resetForResend()
+            resend.append(push)
+        case .lost(let why):
+            push.finish(.lost(why))
+        case .timedOut:
+            push.finish(.timedOut)
+        case .expiredUnsent:
+            push.finish(.notSent(.expiredWaiting))
         }
     }
 
-    private func wake() { wakeSignal.wake() }
+    /// Ends the streams the machine found past their deadline: the caller hears of it now, APNs gets RST_STREAM.
+    /// The box stays until nghttp2 closes the stream (it still reads it).
+    func expire(_ ends: [(Int32, APNsConnectionMachine.StreamEnd)]) {
+        for (streamID, end) in ends {
+            guard let push = streams[streamID]?.takeUnretainedValue(), !push.isFinished else { continue }
+            apply(end, to: push)
+            _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+        }
+    }
 
-    /// Empties the wake-up after poll() said it is readable. Loop thread only.
-    func drainWake() { wakeSignal.drain() }
+    /// Ends every stream still open when the link is dropped, as the machine says (`ends`: lost or sent again).
+    /// The session is deleted here, before the boxes are released: until then its streams still hold them as user
+    /// data and as their data providers' source, and a provider reads its box whenever the session packs DATA.
+    /// `nghttp2_session_del` calls no callback, so nothing reads them on the way out. The link is not used after this.
+    func close(ends: [(Int32, APNsConnectionMachine.StreamEnd)]) {
+        nghttp2_session_del(session)
+        session = nil
+        let open = streams
+        streams = [:]
+        for (streamID, end) in ends {
+            guard let push = open[streamID]?.takeUnretainedValue(), !push.isFinished else { continue }
+            apply(end, to: push)
+        }
+        for retained in open.values { retained.release() }
+    }
 
-    var wakeDescriptor: Int32 { wakeSignal.descriptor }
+    // MARK: - I/O
 
-    private func startLoop() -> pthread_t? {
-        // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
-        LoopThread.start("apns.thread", name: "apns " + host) { self.run() }
+    /// Feeds everything readable into the session.
+    func receive(now: Int64) {
+        let status = socket.readAvailable { bytes in
+            let used = nghttp2_session_mem_recv(session, bytes.baseAddress, bytes.count)
+            if used < 0 {
+                host.machine.failed("HTTP/2: " + String(cString: nghttp2_strerror(Int32(used))))
+                return false
+            }
+            return true
+        }
+        host.machine.read(now: now)
+        if case .closed(let why) = status { host.machine.failed(why) }
+    }
+
+    /// Moves the session's pending frames into the socket and writes what the socket takes.
+    func transmit() {
+        while socket.pendingBytes < 256 * 1024 {
+            var data: UnsafePointer<UInt8>?
+            let length = nghttp2_session_mem_send(session, &data)
+            if length < 0 {
+                host.machine.failed("HTTP/2: " + String(cString: nghttp2_strerror(Int32(length))))
+                return
+            }
+            guard length > 0, let data else { break }
+            socket.enqueue(UnsafeBufferPointer(start: data, count: length))
+        }
+        if let error = socket.flush() { host.machine.failed(error) }
+    }
+
+    var wantsWrite: Bool { socket.wantsWrite || nghttp2_session_want_write(session) != 0 }
+
+    func ping(now: Int64) {
+        if nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil) == 0 { host.machine.pingSent(now: now) }
     }
 }
-

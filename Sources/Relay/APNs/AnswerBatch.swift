@@ -1,6 +1,6 @@
 import RelayCore
 
-/// Where the answers of `APNsConnection.submit`ted pushes go (a fan-out's mailbox). `post` runs on a connection's
+/// Where the answers of `APNsHostLoop.submit`ted pushes go (a fan-out's mailbox). `post` runs on a connection's
 /// loop thread with every answer that finished in one turn of the loop, so it must only hand them over.
 protocol APNsAnswerSink: AnyObject, Sendable {
     func post(_ answers: [(index: Int, answer: APNsExchange)])

@@ -95,9 +95,9 @@ struct HeaderFields: Sendable {
 
 /// Per-stream state box: the request, its continuation, and the response as it arrives.
 ///
-/// Ownership: `APNsLink.submit` passes it `passRetained` as the nghttp2 stream user data (and as the source of the
-/// stream's data provider); it is taken back exactly once: in `APNsLink.takeBox` (stream close, frame not sent), or
-/// in `APNsLink.close` once the session that points at it is deleted.
+/// Ownership: `APNsConnection.submit` passes it `passRetained` as the nghttp2 stream user data (and as the source of the
+/// stream's data provider); it is taken back exactly once: in `APNsConnection.takeBox` (stream close, frame not sent), or
+/// in `APNsConnection.close` once the session that points at it is deleted.
 ///
 /// Not `Sendable`: it is built on the caller's task and handed over through the connection's locked inbox (or its
 /// `turn` lock, sent directly); from then on it is touched only with that connection's `turn` held.

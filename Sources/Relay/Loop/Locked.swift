@@ -27,10 +27,10 @@ package final class Locked<Value>: @unchecked Sendable {
 
 /// A pthread mutex owned by this object (destroyed and freed in `deinit`), for TSan as `Locked` says. `Locked` guards
 /// a value with it; a loop thread holds one for its whole turn except while it sleeps in poll(), so that another
-/// thread that gets it (`tryLock`, never waiting) may work on the loop's state itself meanwhile (`APNsConnection`'s
+/// thread that gets it (`tryLock`, never waiting) may work on the loop's state itself meanwhile (`APNsHostLoop`'s
 /// direct send).
 ///
-/// Not `Sendable` itself: it is shared only as part of an object that is (`Locked`, `APNsConnection`).
+/// Not `Sendable` itself: it is shared only as part of an object that is (`Locked`, `APNsHostLoop`).
 final class PthreadLock {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 

@@ -11,7 +11,7 @@ import Glibc
 /// handed over from another thread (a loop's answer, an API request) wakes it, and only when it sleeps.
 ///
 /// Nothing the relay runs on it blocks for long: SQLite waits at most its busy timeout (`Store.busyTimeoutMs`), and
-/// the one network write made from here (`APNsConnection.sendDirectly`: nghttp2 and `SSL_write` on an idle link, with
+/// the one network write made from here (`APNsHostLoop.sendDirectly`: nghttp2 and `SSL_write` on an idle link, with
 /// the link's `turn` lock taken without waiting) never waits on its non-blocking socket; every read, connect and
 /// timer stays on the loop threads. The owners share it, so a call
 /// between them runs at once on the same thread (no job is queued); each still sees only its own state.
@@ -48,7 +48,7 @@ final class RelayExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         // The thread holds the executor for the life of the process (it is `shared`, never released). Without it
         // nothing of the pause path can run: the relay exits 2 (a start-up failure) with the reason.
         do {
-            thread = try LoopThread.spawn(name) { self.run() }
+            thread = try RelayThread.spawn(name) { self.run() }
         } catch {
             Log.error("startup.failed", ["error": error.description])
             exit(2)

@@ -3,7 +3,7 @@ import Glibc
 
 /// One non-blocking TCP socket with TLS on top: owns the fd and the `SSL*`. Used by one thread at a time: its loop
 /// thread (the APNs connection's, or the test server's), or a caller holding that APNs connection's `turn` lock
-/// (`APNsConnection.sendDirectly`, while the loop is in poll()); not safe to share otherwise.
+/// (`APNsHostLoop.sendDirectly`, while the loop is in poll()); not safe to share otherwise.
 ///
 /// Writes go through an outbox so a short `SSL_write` never loses bytes; reads drain everything OpenSSL
 /// has, since `poll()` cannot see bytes already decrypted and buffered inside the `SSL*`.

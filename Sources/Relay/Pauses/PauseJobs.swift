@@ -1,7 +1,7 @@
 import RelayCore
 
 /// Does the pause jobs the tracker owes: reads the run's context (Prefect, and what the socket told the tracker),
-/// builds the pause's props, has the `Notifier` turn them and a snapshot of the recipients into outbox batches,
+/// builds the pause's props, has the `PushPlanner` turn them and a snapshot of the recipients into outbox batches,
 /// writes those (`OutboxSender.enqueue`) and sends them. Each job runs on the tracker's isolation (`tracker` is
 /// an `isolated` parameter, passed by the job's own task): it reads the tracker's state without a hop, and holds
 /// no reference to it.
@@ -9,7 +9,7 @@ struct PauseJobs: Sendable {
     let outbox: OutboxSender
     let ledger: Ledger
     let gatherer: ContextGatherer
-    let notifier: Notifier
+    let notifier: PushPlanner
     let now: @Sendable () -> Double
 
     /// Pushes are built and stored only with an APNs key; without one the announce still stores its props.
@@ -31,7 +31,7 @@ struct PauseJobs: Sendable {
 
     /// Reads the context, then writes the props and every device's alert and Live Activity start to the outbox in
     /// one transaction, then sends them. `origin` nil: a retry, with only the stored record to go on.
-    private func announce(_ pause: PauseRecord, _ origin: Watcher.Origin?, tracker: isolated PauseTracker,
+    private func announce(_ pause: PauseRecord, _ origin: PauseWatcher.Origin?, tracker: isolated PauseTracker,
                           receivedAt: Double, followed: Bool) async -> Bool {
         let (flowID, flowName, pausedAt): (String?, String?, Double?) = switch origin {
         case .event(let event)?: (event.flowID, event.flowName, event.stateTimestamp)

@@ -1,6 +1,6 @@
 import RelayCore
 
-/// Driving the pure `Watcher` from the socket, the listing and the clock, and applying what it decides: store
+/// Driving the pure `PauseWatcher` from the socket, the listing and the clock, and applying what it decides: store
 /// writes first (in order, synchronously through the `Ledger`), then the jobs they guard, which run on their own
 /// so a slow phone or a slow Prefect read never holds up the next event.
 extension PauseTracker {
@@ -89,7 +89,7 @@ extension PauseTracker {
     /// relay's thread as soon as this one is done (`RelayExecutor`). What guards them is the announce's own outbox
     /// write, which needs the pause's record (failing without it, so the job is tried
     /// again once the pause is recorded) and sends nothing for a pause already announced (`Store.setProps`).
-    func apply(_ actions: [Watcher.Action], receivedAt: Double = SystemClock.monotonic()) {
+    func apply(_ actions: [PauseWatcher.Action], receivedAt: Double = SystemClock.monotonic()) {
         for case .announce(let pause, let origin) in actions {
             Log.info("pause.detected", ["run": pause.runID, "state": pause.stateID, "name": pause.stateName])
             start(PauseJob(.announce(origin), pause), receivedAt: receivedAt)
@@ -154,7 +154,7 @@ extension PauseTracker {
     /// One of the watcher's store writes, in order, now: whether it changed a row (false: the row was not there to
     /// change, and what it guards is skipped); nil when the store refused it. Only a write that changed a row
     /// shows the store can write (a no-op needs no disk space).
-    private func write(_ action: Watcher.Action) -> Bool? {
+    private func write(_ action: PauseWatcher.Action) -> Bool? {
         ledger.inOrder { ledger in
             let changed = ledger.attempt(String("\(action)".prefix(60))) { store -> Bool in
                 switch action {
@@ -172,7 +172,7 @@ extension PauseTracker {
     }
 
     /// The store could not write `action`: undo it in memory, skip what it guards, and read the run again later.
-    private func storeRefused(_ action: Watcher.Action, skipped: inout Set<String>) {
+    private func storeRefused(_ action: PauseWatcher.Action, skipped: inout Set<String>) {
         watcher.revert(action)
         switch action {
         case .record(let pause):

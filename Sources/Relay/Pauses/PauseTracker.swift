@@ -1,7 +1,7 @@
 import Glibc
 import RelayCore
 
-/// Which runs are paused, and what is owed for each: the pure `Watcher` driven by the events socket, the paused
+/// Which runs are paused, and what is owed for each: the pure `PauseWatcher` driven by the events socket, the paused
 /// listing and the clock, its decisions written to the store in order (through the `Ledger`), and the pause jobs
 /// (announce, remind, end, refresh) they call for, run by `PauseJobs` and tried again until done. It also keeps
 /// what the socket told about each run (custom events, artifacts, the flow's habits) for the jobs' alert text.
@@ -29,7 +29,7 @@ actor PauseTracker {
     /// which a step of the wall clock must not move.
     let steady: @Sendable () -> Double
 
-    var watcher: Watcher
+    var watcher: PauseWatcher
     var subscribed = false
     /// The events socket's last attempt was refused for its credential (close 1008, upgrade 401/403).
     var authRejected = false
@@ -60,7 +60,7 @@ actor PauseTracker {
     init(ledger: Ledger, startup: Ledger.Startup, prefect: PrefectClient, runner: PauseJobs, tally: MetricsTally,
          now: @escaping @Sendable () -> Double = SystemClock.unixNow,
          steady: @escaping @Sendable () -> Double = SystemClock.steadyNow) {
-        watcher = Watcher(pauses: startup.pauses)
+        watcher = PauseWatcher(pauses: startup.pauses)
         let started = steady()
         let unfinished = startup.unannounced.map { ($0, PauseJob.Kind.announce(nil)) }
             + startup.unended.map { ($0, PauseJob.Kind.end) }
@@ -121,7 +121,7 @@ actor PauseTracker {
         if time - lastPrune >= PauseTracker.pruneInterval { prune() }
     }
 
-    /// Ended pauses past the store's retention (a day) go; memory forgot them long before (`Watcher.Rules`).
+    /// Ended pauses past the store's retention (a day) go; memory forgot them long before (`PauseWatcher.Rules`).
     func prune() {
         lastPrune = steady()
         let cutoff = Int64(now() - watcher.rules.retention)

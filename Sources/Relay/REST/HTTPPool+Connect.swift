@@ -75,7 +75,7 @@ extension HTTPPool {
                              proxy: proxy)
         // The thread owns the job (and through it the pool) until it has delivered.
         do {
-            try LoopThread.spawn("pp-rest-connect", detached: true) { job.run() }
+            try RelayThread.spawn("pp-rest-connect", detached: true) { job.run() }
         } catch {
             adopt(Connected(id: id, result: .failure(TransportError(error.description))), now: monotonicMs())
         }

@@ -24,7 +24,7 @@ import Synchronization
 /// Every one of these decisions is `HTTPPoolStateMachine`'s (RelayCore, pure, tested without a socket): the loop
 /// feeds it what the inbox and the sockets report and carries out the actions it answers.
 ///
-/// Threads (the `APNsConnection` pattern): one loop thread, started on first use, owns every connection and polls
+/// Threads (the `APNsHostLoop` pattern): one loop thread, started on first use, owns every connection and polls
 /// them plus an eventfd, and opens connections to IP addresses there too, without blocking (`HTTPPool+Connect`). A
 /// host name is resolved and connected on a short-lived thread, since getaddrinfo blocks. No caller's thread ever
 /// blocks.
@@ -219,7 +219,7 @@ final class HTTPPool: @unchecked Sendable {
 
     private func startLoop() -> pthread_t? {
         // The thread holds the loop's owner until `run` returns; `close()` is what ends it.
-        LoopThread.start("prefect.http_thread", name: options.threadName) { self.run() }
+        RelayThread.start("prefect.http_thread", name: options.threadName) { self.run() }
     }
 }
 

@@ -52,11 +52,11 @@ final class WALCheckpointer: Sendable {
     init(path: String, policy: Policy = Policy()) throws {
         wakeSignal = try WakeSignal()
         progress = WALProgress(policy: policy, wake: wakeSignal)
-        // Sent to the checkpointer's thread (`LoopThread.start` takes a `sending` closure): the compiler checks that
+        // Sent to the checkpointer's thread (`RelayThread.start` takes a `sending` closure): the compiler checks that
         // nothing else touches this connection.
         let database = try Database(path: path)
         let (wake, inbox, progress) = (wakeSignal, self.inbox, progress)
-        guard let thread = LoopThread.start("store.checkpointer", name: "pp-checkpoint", {
+        guard let thread = RelayThread.start("store.checkpointer", name: "pp-checkpoint", {
             WALCheckpointer.run(database, progress: progress, policy: policy, wake: wake, inbox: inbox)
         }) else {
             throw StartupError("DB_PATH", "could not start the thread that checkpoints the database; check the node's thread limit")

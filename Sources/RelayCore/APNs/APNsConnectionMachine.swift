@@ -1,5 +1,5 @@
 /// One APNs host's connection as a state machine: the HTTP/2 link's life (none, open, going away, failed) and the
-/// fate of every stream on it. The loop (`APNsConnection`) and the nghttp2 plumbing (`APNsLink`) report what
+/// fate of every stream on it. The loop (`APNsHostLoop`) and the nghttp2 plumbing (`APNsConnection`) report what
 /// happened (a stream submitted, its HEADERS sent or dropped, its answer, a reset, GOAWAY, a PING ack, a read, a
 /// failure, the time) and do what the machine answers; they decide nothing themselves. Timing (deadline checks,
 /// PINGs, the stream limit, how long to sleep) is `APNsLinkPolicy`'s, which the machine holds.

@@ -1,6 +1,6 @@
 /// The APNs connection loop's timing and admission policy as a pure value: when deadlines are checked, when a link
 /// is opened (and how long after a failure), when a quiet link is PINGed and when an unacknowledged PING condemns
-/// it, how many streams a link may carry, and how long the loop may sleep. The loop (`APNsConnection`) passes the
+/// it, how many streams a link may carry, and how long the loop may sleep. The loop (`APNsHostLoop`) passes the
 /// facts of its link and the time (monotonic ms) in and does what comes out; nghttp2 and the socket stay there.
 /// Tested without a socket or a clock (`APNsLinkPolicyTests`).
 public struct APNsLinkPolicy: Sendable {

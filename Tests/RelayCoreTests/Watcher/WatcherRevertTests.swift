@@ -19,7 +19,7 @@ import Testing
     }
 
     @Test func anUnrecordedPauseIsAnnouncedWhenSeenAgain() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let first = watcher.handle(.event(paused), now: t0 + 0.05)
         guard case .record = first.first else { Issue.record("expected a record first, got \(first)"); return }
         watcher.revert(first[0])
@@ -28,14 +28,14 @@ import Testing
         let again = watcher.handle(.run(pausedRun), now: t0 + 5)
         #expect(again.announced == [paused.stateID])
         // So would a replay of the same event (after a reconnect's backfill).
-        var other = Watcher(pauses: [])
+        var other = PauseWatcher(pauses: [])
         let once = other.handle(.event(paused), now: t0 + 0.05)
         other.revert(once[0])
         #expect(other.handle(.event(paused), now: t0 + 1).announced == [paused.stateID])
     }
 
     @Test func anUnrecordedEndIsDecidedAgain() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(paused), now: t0 + 0.05)
         let ending = watcher.handle(.event(resumed), now: t0 + 10)
         guard let mark = ending.first(where: { if case .markEnded = $0 { true } else { false } }) else {
@@ -52,7 +52,7 @@ import Testing
     }
 
     @Test func anUnrecordedReminderIsDecidedOnTheNextTick() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.run(pausedRun), now: t0 + 1)
         let remind = watcher.handle(.tick, now: t0 + 900 - 200)
         guard let mark = remind.first(where: { if case .markReminded = $0 { true } else { false } }) else {

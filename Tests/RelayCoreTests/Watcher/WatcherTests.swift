@@ -23,7 +23,7 @@ import Testing
     // MARK: - Announce once
 
     @Test func aPauseIsAnnouncedOnce() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         var announced = pausedRecord
         announced.announcedAt = 1_795_989_957
         let step1 = watcher.handle(.event(paused), now: t0 + 0.05)
@@ -36,7 +36,7 @@ import Testing
     /// Each run's state events end that run's pauses only, among many runs' pauses kept (waiting and ended), and a
     /// pruned pause is gone from its run too.
     @Test func aRunsEventsTouchOnlyItsOwnPauses() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let t = t0
         func pause(_ run: Int, _ n: Int, at time: Double) -> StateEvent {
             StateEvent(stateID: "s\(run)-\(n)", runID: "run-\(run)", stateType: "PAUSED", stateName: "Paused",
@@ -67,9 +67,9 @@ import Testing
     /// Memory keeps the newest `memoryEndedLimit` ended pauses and none past `memoryRetention`; waiting pauses always
     /// stay.
     @Test func memoryKeepsABoundedTailOfEndedPauses() {
-        var rules = Watcher.Rules()
+        var rules = PauseWatcher.Rules()
         rules.memoryEndedLimit = 10
-        var watcher = Watcher(pauses: [], rules: rules)
+        var watcher = PauseWatcher(pauses: [], rules: rules)
         let t = t0
         for run in 0..<40 {
             let at = t + Double(run)
@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func eventThenListingAnnouncesOnce() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         var actions = watcher.handle(.event(paused), now: t0 + 0.05)
         let later = watcher.handle(.listing(listing), now: t0 + 30)
         actions += later
@@ -102,7 +102,7 @@ import Testing
     }
 
     @Test func listingThenEventAnnouncesOnce() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let first = watcher.handle(.listing(listing), now: t0 + 20)
         #expect(first.announced == [listing[0].stateID, paused.stateID])
         #expect(first.contains { if case .announce(_, .run(listing[1])) = $0 { true } else { false } })
@@ -113,11 +113,11 @@ import Testing
     }
 
     @Test func aRestartNeverAnnouncesAgain() {
-        var before = Watcher(pauses: [])
+        var before = PauseWatcher(pauses: [])
         _ = before.handle(.event(paused), now: t0 + 0.05)
         _ = before.handle(.listing(listing), now: t0 + 30)
 
-        var after = Watcher(pauses: Array(before.pauses.values))
+        var after = PauseWatcher(pauses: Array(before.pauses.values))
         #expect(after.waitingCount == 2)
         let step5 = after.handle(.event(paused), now: t0 + 40)
         #expect(step5 == [])  // the reconnect's backfill
@@ -126,7 +126,7 @@ import Testing
     }
 
     @Test func aPauseWhileDownIsAnnouncedByTheListingOnce() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let actions = watcher.handle(.listing([listing[1]]), now: t0 + 120)
         var record = pausedRecord
         record.timeoutAt = 1_795_990_857
@@ -137,7 +137,7 @@ import Testing
     }
 
     @Test func firstBootRecordsOldPausesQuietly() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let actions = watcher.handle(.listing(listing), now: t0 + 16 * 60)
         #expect(actions.count == 2)
         #expect(actions.announced.isEmpty)
@@ -147,10 +147,10 @@ import Testing
     }
 
     @Test func fifteenMinutesIsTheAnnounceWindow() {
-        var fresh = Watcher(pauses: [])
+        var fresh = PauseWatcher(pauses: [])
         let step9 = fresh.handle(.event(paused), now: t0 + 899)
         #expect(step9.announced == [paused.stateID])
-        var stale = Watcher(pauses: [])
+        var stale = PauseWatcher(pauses: [])
         let step10 = stale.handle(.event(paused), now: t0 + 900)
         #expect(step10.announced.isEmpty)
     }
@@ -162,10 +162,10 @@ import Testing
         var notAPause = paused
         notAPause.stateID = "other-state"
         notAPause.stateType = "RUNNING"
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let step11 = watcher.handle(.event(custom), now: t0)
         #expect(step11.announced == ["custom-state"])
-        var other = Watcher(pauses: [])
+        var other = PauseWatcher(pauses: [])
         let step12 = other.handle(.event(notAPause), now: t0)
         #expect(step12 == [])
     }
@@ -173,7 +173,7 @@ import Testing
     // MARK: - Leave
 
     @Test func resumeEndsWithRunning() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(paused), now: t0 + 0.05)
         let now = resumed.occurred + 0.02
         var ended = watcher.pauses[paused.stateID]!
@@ -193,7 +193,7 @@ import Testing
     }
 
     @Test func resumingASuspendEndsWithResuming() throws {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(try WatcherFixture.stateEvent("ws-event-suspended.json")), now: t0 + 17)
         let resuming = try WatcherFixture.stateEvent("ws-event-resuming-after-suspend.json")
         let step15 = watcher.handle(.event(resuming), now: resuming.occurred)
@@ -203,7 +203,7 @@ import Testing
     @Test func cancelEndsWithThatStateAndTheLateFailureIsIgnored() throws {
         let cancelled = try WatcherFixture.stateEvent("ws-event-cancelled.json")
         let lateFailure = try WatcherFixture.stateEvent("ws-event-failed-after-cancelled.json")
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(pause(run: cancelled.runID, id: "01a22959-5770-786a-a636-e778f74725d9",
                                         at: "2026-11-29T22:07:30.672734Z")), now: cancelled.occurred - 5)
         let step16 = watcher.handle(.event(cancelled), now: cancelled.occurred)
@@ -215,7 +215,7 @@ import Testing
     @Test func cancellingThenCrashedEndsOnce() throws {
         let cancelling = try WatcherFixture.stateEvent("ws-event-cancelling.json")
         let crashed = try WatcherFixture.stateEvent("ws-event-crashed-after-cancelling.json")
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(pause(run: cancelling.runID, id: "01a22957-e922-7ab4-8cf0-8766dc365cc8",
                                         at: "2026-11-29T22:05:56.898824Z")), now: t0)
         let step18 = watcher.handle(.event(cancelling), now: cancelling.occurred)
@@ -228,10 +228,10 @@ import Testing
         let messages = try WatcherFixture.json("ws-events-failed-timeout-duplicate.json")["messages"]?.array ?? []
         let failures = messages.compactMap { PrefectEvent(message: $0)?.stateEvent }
         #expect(failures.count == 2)
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(pause(run: failures[0].runID, id: "01a22957-e802-7f98-a8d4-ad68e6c36b22",
                                         at: "2026-11-29T22:05:56.610645Z")), now: t0)
-        var actions: [Watcher.Action] = []
+        var actions: [PauseWatcher.Action] = []
         for failure in failures + failures { actions += watcher.handle(.event(failure), now: failure.occurred) }
         #expect(actions.ended == ["Failed"])
     }
@@ -241,14 +241,14 @@ import Testing
         let (pending, running, pause) = (timeline[0], timeline[1], timeline[2])
         #expect(pause.stateID == paused.stateID)
 
-        var live = Watcher(pauses: [])
+        var live = PauseWatcher(pauses: [])
         for event in [pending, running, pause] { _ = live.handle(.event(event), now: event.occurred + 0.02) }
         // A reconnect replays the run's earlier states, in this session and after a restart.
         var sameSecond = running
         sameSecond.stateID = "running-same-second"
         sameSecond.occurred = 1_795_989_957.0  // the pause's own second, before it
         sameSecond.follows = nil
-        var restarted = Watcher(pauses: Array(live.pauses.values))
+        var restarted = PauseWatcher(pauses: Array(live.pauses.values))
         for event in [pending, running, sameSecond] {
             let step20 = live.handle(.event(event), now: t0 + 60)
             #expect(step20 == [])
@@ -262,7 +262,7 @@ import Testing
     }
 
     @Test func aRestoredPauseEndsOnAFollowingEventInItsOwnSecond() {
-        var watcher = Watcher(pauses: [pausedRecord])
+        var watcher = PauseWatcher(pauses: [pausedRecord])
         var quick = resumed
         quick.occurred = 1_795_989_957.5  // same whole second as the stored pause; follows names it
         let step23 = watcher.handle(.event(quick), now: quick.occurred)
@@ -271,8 +271,8 @@ import Testing
 
     @Test func theWholeCapturedTimelineAnnouncesAndEndsEachPauseOnce() throws {
         let events = try timelineEvents()
-        var watcher = Watcher(pauses: [])
-        var actions: [Watcher.Action] = []
+        var watcher = PauseWatcher(pauses: [])
+        var actions: [PauseWatcher.Action] = []
         for event in events { actions += watcher.handle(.event(event), now: event.occurred + 0.05) }
         #expect(actions.announced.count == 11)
         let endings = Dictionary(uniqueKeysWithValues: actions.compactMap { action -> (String, String?)? in
@@ -286,7 +286,7 @@ import Testing
         #expect(watcher.waitingCount == 0)
 
         // The same stream again: in this session (ids deduped) and after a restart (records only).
-        var restarted = Watcher(pauses: Array(watcher.pauses.values))
+        var restarted = PauseWatcher(pauses: Array(watcher.pauses.values))
         let last = events.last!.occurred + 1
         for event in events {
             let step24 = watcher.handle(.event(event), now: last)
@@ -299,7 +299,7 @@ import Testing
     @Test func theServersTimeoutFailureEndsThePause() throws {
         let failed = try WatcherFixture.stateEvent("ws-event-failed-timeout-server.json")
         let pausedNoInput = try WatcherFixture.stateEvent("ws-event-paused-no-input.json")
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         let orphan = pause(run: failed.runID, id: "01a22958-1a52-73bf-81f5-fbddeb76b3f8",
                            at: "2026-11-29T22:06:09.490947Z")
         _ = watcher.handle(.event(orphan), now: orphan.occurred)
@@ -323,14 +323,14 @@ import Testing
         #expect(replay.count == 11)
         let connectedAt = Timestamp.parse("2026-11-29T22:08:20.837Z")!
 
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         var announced: [String] = []
         for _ in 0..<2 {  // the same backfill after a reconnect
             for event in replay { announced += watcher.handle(.event(event), now: connectedAt).announced }
         }
         #expect(announced.count == 11)
         #expect(Set(announced).count == 11)
-        var restarted = Watcher(pauses: Array(watcher.pauses.values))
+        var restarted = PauseWatcher(pauses: Array(watcher.pauses.values))
         for event in replay {
             let again = restarted.handle(.event(event), now: connectedAt + 30)
             #expect(again.isEmpty)
@@ -340,7 +340,7 @@ import Testing
     // MARK: - Another pause of the same run
 
     @Test func aNewerPauseOfTheRunEndsTheOldOneAndIsAnnounced() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(paused), now: t0 + 0.05)
         var again = paused
         again.stateID = "second-pause"
@@ -356,7 +356,7 @@ import Testing
     @Test func anOlderPauseReplayedForTheRunIsRecordedEnded() {
         var later = pausedRecord
         later.announcedAt = later.pausedAt
-        var watcher = Watcher(pauses: [later])
+        var watcher = PauseWatcher(pauses: [later])
         var earlier = paused
         earlier.stateID = "earlier-pause"
         earlier.stateTimestamp = t0 - 120
@@ -369,7 +369,7 @@ import Testing
     }
 
     @Test func aListingWithANewerPauseOfTheRunSupersedesTheOldOne() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(paused), now: t0 + 0.05)
         var run = listing[1]
         run.stateID = "listed-newer"
@@ -382,7 +382,7 @@ import Testing
     // MARK: - Listing drops a run
 
     @Test func aRunMissingFromTheListingIsReadThenEnded() {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(paused), now: t0 + 0.05)
         let step26 = watcher.handle(.listing([]), now: t0 + 60)
         #expect(step26 == [.fetchRun(runID: paused.runID)])
@@ -401,7 +401,7 @@ import Testing
     }
 
     @Test func aDeletedRunEndsItsPauseWithoutAName() {
-        var watcher = Watcher(pauses: [pausedRecord])
+        var watcher = PauseWatcher(pauses: [pausedRecord])
         let actions = watcher.handle(.runNotFound(runID: paused.runID), now: t0 + 60)
         #expect(actions.first == .markEnded(stateID: paused.stateID, at: Int64(t0 + 60), state: nil))
         #expect(watcher.waitingCount == 0)
@@ -410,7 +410,7 @@ import Testing
     // MARK: - Reminder
 
     @Test func oneReminderWithFiveMinutesOrLessLeft() throws {
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(paused), now: t0 + 0.05)
         let run = try WatcherFixture.flowRun("rest-flow-run-paused-with-input.json")
         let step29 = watcher.handle(.run(run), now: t0 + 0.3)
@@ -430,7 +430,7 @@ import Testing
         #expect(step32 == [])
 
         reminded.remindedAt = Int64(timeout - 270)
-        var restarted = Watcher(pauses: [reminded])
+        var restarted = PauseWatcher(pauses: [reminded])
         let step33 = restarted.handle(.tick, now: timeout - 60)
         #expect(step33 == [])
     }
@@ -440,14 +440,14 @@ import Testing
             var record = pausedRecord
             record.timeoutAt = record.pausedAt + 900
             record.announcedAt = record.pausedAt
-            var watcher = Watcher(pauses: [record])
+            var watcher = PauseWatcher(pauses: [record])
             let actions = watcher.handle(.tick, now: Double(record.timeoutAt!) - left)
             #expect(actions.reminded == [minutes], "\(left) s left")
         }
         var record = pausedRecord
         record.timeoutAt = record.pausedAt + 900
         record.announcedAt = record.pausedAt
-        var expired = Watcher(pauses: [record])
+        var expired = PauseWatcher(pauses: [record])
         let step34 = expired.handle(.tick, now: Double(record.timeoutAt!) + 1)
         #expect(step34 == [])
     }
@@ -455,7 +455,7 @@ import Testing
     @Test func aTenMinutePauseGetsOneEvenThoughItsTimeoutIsAHairShort() throws {
         // pause_flow_run(timeout=600): pause_timeout is 599.993 s after the state's timestamp.
         let run = try WatcherFixture.flowRun("rest-flow-run-paused-no-input.json")
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.listing([run]), now: run.stateTimestamp + 1)
         let step35 = watcher.handle(.tick, now: run.pauseTimeout! - 250)
         #expect(step35.reminded == [4])
@@ -464,7 +464,7 @@ import Testing
     @Test func aShortPauseGetsNoReminder() {
         var run = listing[1]
         run.pauseTimeout = run.stateTimestamp + 540  // 9 minutes
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.listing([run]), now: run.stateTimestamp + 1)
         for left in stride(from: 300.0, through: 1, by: -10) {
             let step36 = watcher.handle(.tick, now: run.pauseTimeout! - left)
@@ -475,7 +475,7 @@ import Testing
     @Test func aSuspendWithoutATimeoutNeverGetsOne() throws {
         let suspend = try WatcherFixture.stateEvent("ws-event-suspended.json")
         let run = try WatcherFixture.flowRun("rest-flow-run-suspended.json")
-        var watcher = Watcher(pauses: [])
+        var watcher = PauseWatcher(pauses: [])
         _ = watcher.handle(.event(suspend), now: suspend.occurred + 0.05)
         let step37 = watcher.handle(.run(run), now: suspend.occurred + 0.3)
         #expect(step37 == [])
@@ -495,7 +495,7 @@ import Testing
         ended.endedState = "Completed"
         var waiting = pausedRecord
         waiting.pausedAt = 900_000
-        var watcher = Watcher(pauses: [ended, waiting])
+        var watcher = PauseWatcher(pauses: [ended, waiting])
         let before = watcher.handle(.tick, now: 1_000_000 + watcher.rules.memoryRetention - 1)
         #expect(before == [])
         #expect(watcher.pauses.count == 2)
@@ -539,7 +539,7 @@ import Testing
     }
 }
 
-extension [Watcher.Action] {
+extension [PauseWatcher.Action] {
     /// State ids announced, in order.
     var announced: [String] {
         compactMap { if case .announce(let record, _) = $0 { record.stateID } else { nil } }

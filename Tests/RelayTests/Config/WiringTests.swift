@@ -44,7 +44,7 @@ import Testing
     @Test func relayAndCheckMakeTheirClientsOnlyThroughWiring() throws {
         let sources = TestFiles.packageRoot + "/Sources/Relay/"
         let relay = try String(contentsOfFile: sources + "RelayMain.swift", encoding: .utf8)
-        let check = try String(contentsOfFile: sources + "Check.swift", encoding: .utf8)
+        let check = try String(contentsOfFile: sources + "Commands/CheckCommand.swift", encoding: .utf8)
         for (name, text) in [("RelayMain", relay), ("Check", check)] {
             // Plain Bools, so a failure names the call rather than printing the whole file.
             for direct in ["HTTPPool(", "HTTPPool.Options(", "TLSContext(", "APNsClient.make(", "APNsClient(",

@@ -5,7 +5,7 @@ import Testing
 @Suite struct LogEventsDocumentedTests {
     /// Where event names appear in the sources: as the first argument of these calls.
     static let callPrefixes = ["Log.debug(\"", "Log.info(\"", "Log.warn(\"", "Log.error(\"", "Log.emit(level, \"",
-                               "LoopThread.start(\"", "writeLine(\"warn\", \""]
+                               "RelayThread.start(\"", "writeLine(\"warn\", \""]
 
     @Test func everyEventIsListedInOperations() throws {
         var written: Set<String> = []

@@ -20,7 +20,7 @@ import Testing
         let commits = Locked<[Double]>([])
         let stop = Locked(false)
         let failure = Locked<String?>(nil)
-        let writer = try #require(LoopThread.start("test.writer", name: "copy-writer") {
+        let writer = try #require(RelayThread.start("test.writer", name: "copy-writer") {
             do {
                 let other = try Store(path: path)
                 for i in 0..<50_000 where !stop.withLock({ $0 }) {

@@ -1,11 +1,11 @@
 import CNGHTTP2
 import RelayCore
 
-// nghttp2 entry points for `APNsLink`. Each is a private top-level function (C cannot call closures that
+// nghttp2 entry points for `APNsConnection`. Each is a private top-level function (C cannot call closures that
 // capture); `user_data` is the link, borrowed, and the stream user data is the `PendingPush` box, owned by
 // the session from submit to `takeBox`. A missing pointer is a bug, so it stops the process.
 
-extension APNsLink {
+extension APNsConnection {
     /// Builds the request headers and submits them with the body as a data provider. Returns the stream id
     /// or a negative nghttp2 error. The header pointers are used only inside the closures that lend them:
     /// `nghttp2_submit_request` copies every name and value before it returns.
@@ -33,9 +33,9 @@ func installLinkCallbacks(_ callbacks: OpaquePointer?) {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onLinkStreamClose)
 }
 
-private func link(_ userData: UnsafeMutableRawPointer?) -> APNsLink {
-    guard let userData else { preconditionFailure("nghttp2 session without its APNsLink") }
-    return Unmanaged<APNsLink>.fromOpaque(userData).takeUnretainedValue()
+private func link(_ userData: UnsafeMutableRawPointer?) -> APNsConnection {
+    guard let userData else { preconditionFailure("nghttp2 session without its APNsConnection") }
+    return Unmanaged<APNsConnection>.fromOpaque(userData).takeUnretainedValue()
 }
 
 /// The stream's box, borrowed (the session still holds the retained reference), or nil for streams that
@@ -98,14 +98,14 @@ private func onLinkFrameReceived(_ session: OpaquePointer?, _ frame: UnsafePoint
     switch UInt32(frame.pointee.hd.type) {
     case NGHTTP2_GOAWAY.rawValue:
         let goaway = frame.pointee.goaway
-        owner.connection.machine.goaway(lastStreamID: goaway.last_stream_id)
+        owner.host.machine.goaway(lastStreamID: goaway.last_stream_id)
         let reason = goaway.opaque_data.map {
             String(decoding: UnsafeBufferPointer(start: $0, count: min(goaway.opaque_data_len, 200)), as: UTF8.self)
         } ?? ""
         Log.warn("apns.goaway", ["connection": String(owner.id), "last_stream": String(goaway.last_stream_id),
                                  "error": String(cString: nghttp2_http2_strerror(goaway.error_code)), "reason": reason])
     case NGHTTP2_PING.rawValue where frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
-        owner.connection.machine.pingAcknowledged()
+        owner.host.machine.pingAcknowledged()
     default:
         break
     }
@@ -115,7 +115,7 @@ private func onLinkFrameReceived(_ session: OpaquePointer?, _ frame: UnsafePoint
 private func onLinkFrameSent(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
                              _ userData: UnsafeMutableRawPointer?) -> Int32 {
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    link(userData).connection.machine.headersSent(frame.pointee.hd.stream_id)
+    link(userData).host.machine.headersSent(frame.pointee.hd.stream_id)
     return 0
 }
 

@@ -4,7 +4,7 @@
 public struct PauseJob: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         /// `origin` is what the pause was learned from; nil when retried from the store after a restart.
-        case announce(Watcher.Origin?)
+        case announce(PauseWatcher.Origin?)
         case remind(minutesLeft: Int)
         case end
         /// A custom event or artifact came for the run after its announce was built: the props are built again

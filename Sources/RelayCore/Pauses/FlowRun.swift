@@ -1,6 +1,6 @@
-/// A flow run as the Watcher needs it: an item of `POST /flow_runs/filter` (the paused listing) or the body of
+/// A flow run as the PauseWatcher needs it: an item of `POST /flow_runs/filter` (the paused listing) or the body of
 /// `GET /flow_runs/{id}` (the same object), with its state's times as unix seconds. Read through `RunDetails`,
-/// the one parser of Prefect's flow-run JSON (the alert text wants more of it than the Watcher does).
+/// the one parser of Prefect's flow-run JSON (the alert text wants more of it than the PauseWatcher does).
 public struct FlowRun: Sendable, Equatable {
     public var id: String
     public var name: String?
@@ -28,7 +28,7 @@ public struct FlowRun: Sendable, Equatable {
 
     public var isPaused: Bool { stateType == "PAUSED" }
 
-    /// The Watcher's view of a parsed run; `nil` when it lacks an id or a usable state.
+    /// The PauseWatcher's view of a parsed run; `nil` when it lacks an id or a usable state.
     public init?(details: RunDetails) {
         guard !details.id.isEmpty, let state = details.state, !state.id.isEmpty,
               let timestamp = state.timestamp.flatMap(Timestamp.parse) else { return nil }

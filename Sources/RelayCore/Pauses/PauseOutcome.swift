@@ -1,4 +1,4 @@
-/// How a pause ended, as far as the relay can tell from the state that ended it (`Watcher.Action.end`): the
+/// How a pause ended, as far as the relay can tell from the state that ended it (`PauseWatcher.Action.end`): the
 /// `outcome` label of `prefect_push_pause_wait_seconds` (docs/operations.md "Pause outcomes").
 ///
 /// Four values and no more, so the label's cardinality is fixed whatever state names a server invents.

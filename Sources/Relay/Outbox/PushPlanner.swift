@@ -3,7 +3,7 @@ import RelayCore
 /// What to send for a pause, as values: given the pause, the props it is announced with and a snapshot of its
 /// recipients, the outbox batches to write. It reads nothing, sends nothing and holds no reference to its caller
 /// (`PauseJobs`, which reads the context and the registry, writes the batches and sends them).
-struct Notifier: Sendable {
+struct PushPlanner: Sendable {
     let uiRoot: String
     let topic: String
 
@@ -12,7 +12,7 @@ struct Notifier: Sendable {
 
     /// Every device's alert, and a Live Activity start for those that registered a start token.
     func announce(_ pause: PauseRecord, _ props: WaitingProps, to devices: [Device], now: Int64) -> [OutboxBatch] {
-        let expiry = props.timeoutAt ?? now + Notifier.defaultExpiry
+        let expiry = props.timeoutAt ?? now + PushPlanner.defaultExpiry
         return perServer(devices, props) { deviceProps, group in
             var batches = [OutboxBatch(
                 message: message(Payloads.alert(deviceProps, stateID: pause.stateID), .alert, pause, expiry: expiry),
@@ -47,7 +47,7 @@ struct Notifier: Sendable {
 
     /// A silent update of the run's Live Activities with props built again (`PauseJob.Kind.refresh`).
     func update(_ pause: PauseRecord, _ props: WaitingProps, activities: [(Device, String)], now: Int64) -> [OutboxBatch] {
-        let expiry = props.timeoutAt ?? now + Notifier.defaultExpiry
+        let expiry = props.timeoutAt ?? now + PushPlanner.defaultExpiry
         return perActivity(activities, props, .update, pause, expiry: expiry) { deviceProps in
             Payloads.liveActivityUpdate(deviceProps, now: now)
         }

@@ -68,7 +68,7 @@ public struct Metrics: Sendable {
         if let seconds { latency.observe(seconds) }
     }
 
-    /// A pause ended (`Watcher.Action.end`): its wait by outcome, and whether it timed out or was answered after
+    /// A pause ended (`PauseWatcher.Action.end`): its wait by outcome, and whether it timed out or was answered after
     /// the reminder. Pauses recorded quietly (never announced: too old when first seen) waited on nobody we told,
     /// so they are left out.
     public mutating func recordPauseEnd(_ pause: PauseRecord) {

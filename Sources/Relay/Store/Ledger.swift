@@ -4,7 +4,7 @@ import RelayCore
 /// here, on the relay's executor, one at a time; it decides nothing. A call the store refuses writes one
 /// `store.failed` line, counts it, and answers nil (or false): the caller keeps its work and tries again.
 ///
-/// The pause tracker's writes must land in the order the Watcher decided them, with nothing in between: it calls
+/// The pause tracker's writes must land in the order the PauseWatcher decided them, with nothing in between: it calls
 /// `inOrder`, which runs synchronously because both actors share the relay's one serial executor (it traps
 /// otherwise: a check, not an assumption). Everyone else awaits.
 actor Ledger {

@@ -36,7 +36,7 @@ enum Signals {
         let end = readEnd
         return await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             do {
-                try LoopThread.spawn("pp-signals", detached: true) {
+                try RelayThread.spawn("pp-signals", detached: true) {
                     var byte: UInt8 = 0
                     while read(end, &byte, 1) < 0 && errno == EINTR {}
                     continuation.resume(returning: Int32(byte))

@@ -89,7 +89,7 @@ public struct PrefectEvent: Sendable, Equatable {
     }
 }
 
-/// A flow run entering a new state, as the Watcher needs it. In Prefect 3 the event id is the new
+/// A flow run entering a new state, as the PauseWatcher needs it. In Prefect 3 the event id is the new
 /// state's id, so `stateID` is the key a pause is stored under.
 public struct StateEvent: Sendable, Equatable {
     /// The event id, which is the new state's id.

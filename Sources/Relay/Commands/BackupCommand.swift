@@ -21,7 +21,7 @@ enum BackupCommand {
         // Beside the store: that directory is writable (SQLite needs it to be) and on the same volume.
         let target = toStdout ? StoreError.directoryName(of: source) + "/.prefect-push-backup-\(getpid()).db" : file
         let started = SystemClock.monotonic()
-        let report: (Check.Line) -> Void = { line in
+        let report: (CheckCommand.Line) -> Void = { line in
             if toStdout { Stderr.write(line.text + "\n") } else { print(line.text) }
         }
         do {
@@ -31,11 +31,11 @@ enum BackupCommand {
                 try copy(target, toDescriptor: 1)
             }
             let ms = Int((SystemClock.monotonic() - started) * 1000)
-            report(Check.Line(.ok, "backup", "\(source) copied to \(toStdout ? "stdout" : file): \(copied.pages) pages "
+            report(CheckCommand.Line(.ok, "backup", "\(source) copied to \(toStdout ? "stdout" : file): \(copied.pages) pages "
                               + "(\(copied.bytes) bytes), schema \(copied.schemaVersion), integrity ok, \(ms) ms"))
             return 0
         } catch {
-            report(Check.Line(.failed, "backup", "\(error)"))
+            report(CheckCommand.Line(.failed, "backup", "\(error)"))
             return 1
         }
     }

@@ -3,7 +3,7 @@ import RelayCore
 
 // The connection's loop: everything here runs on its own thread and owns the link and the waiting queue.
 
-extension APNsConnection {
+extension APNsHostLoop {
     func run() {
         turn.lock()
         defer { turn.unlock() }
@@ -49,7 +49,7 @@ extension APNsConnection {
         do {
             let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs,
                                                proxy: proxy)
-            link = try APNsLink(socket: socket, id: linksOpened, connection: self)
+            link = try APNsConnection(socket: socket, id: linksOpened, host: self)
             machine.connected(id: linksOpened, now: monotonicMs())
             linksOpenedCount.add(1, ordering: .relaxed)
             reachability.withLock { $0 = FailureStreak() }
@@ -69,7 +69,7 @@ extension APNsConnection {
         }
     }
 
-    private func submitWaiting(on link: APNsLink) {
+    private func submitWaiting(on link: APNsConnection) {
         var room = machine.room(link.facts())
         var submitted = 0
         while room > 0, let push = waiting.popFirst() {
@@ -87,7 +87,7 @@ extension APNsConnection {
     }
 
     /// Drops a link: its unanswered-but-unsent pushes go back to the front of the queue for a fresh link.
-    private func retire(_ old: APNsLink, reason: String) {
+    private func retire(_ old: APNsConnection, reason: String) {
         old.close(ends: machine.linkClosed(reason: reason, now: monotonicMs()))
         waiting.prepend(old.resend)
         let resent = old.resend.count

@@ -35,7 +35,7 @@ enum StatusCommand {
                 let answer: JSONValue = ["store": .string(path), "error": .string(problem), "fix": .string(fix)]
                 print(answer.encoded())
             } else {
-                print(Check.Line(.failed, "status", problem, fix: fix).text)
+                print(CheckCommand.Line(.failed, "status", problem, fix: fix).text)
             }
             return 1
         }

@@ -11,7 +11,7 @@ import RelayCore
 /// system roots and `APNS_CA_FILE`) and, with a key, one `APNsClient` probe per host. The probe goes to a made-up
 /// device token: Apple judges the provider token before the device token, so `BadDeviceToken` means the key, key id,
 /// team id and topic were all accepted, and nothing reaches any phone.
-enum Check {
+enum CheckCommand {
     static let usage = "check        try PREFECT_API_URL and its credential, the APNs key and both APNs hosts, check "
         + "the store's integrity, then exit"
 

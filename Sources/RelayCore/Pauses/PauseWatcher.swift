@@ -18,12 +18,12 @@
 ///   state's name, then starts the new one. A PAUSED state *older* than a pause already known for its run
 ///   is a replay of history: it is recorded as already ended and never announced.
 /// - A waiting pause whose run is missing from the paused listing is not ended on the listing's word (the
-///   listing can be older than an event just handled); the Watcher asks for the run (`fetchRun`) and the
+///   listing can be older than an event just handled); the PauseWatcher asks for the run (`fetchRun`) and the
 ///   answer (`run`, or `runNotFound`) ends it, with the run's current state name.
 /// - Reminder: once, for an announced pause whose timeout gave it at least 10 minutes (5 s of slack: Prefect
 ///   computes `pause_timeout` on the flow's clock a few ms before the state's timestamp), when at most 5
 ///   minutes are left and the timeout has not passed. N = whole minutes left, rounded down, at least 1.
-public struct Watcher: Sendable {
+public struct PauseWatcher: Sendable {
     // MARK: - Inputs and actions
 
     public enum Input: Sendable, Equatable {

@@ -1,0 +1,173 @@
+import CShims
+import CWebSockets
+import Glibc
+import RelayCore
+
+/// A loop's listening socket, made and bound here rather than by lws. lws 4.1.6 binds a vhost's `iface` through
+/// `lws_interface_to_sa` (lib/plat/unix/unix-sockets.c), which looks the name up with `getifaddrs` first, over a
+/// netlink socket; when that fails (a sandbox without AF_NETLINK, such as `RestrictAddressFamilies=AF_INET AF_INET6
+/// AF_UNIX`) it logs "unable to getifaddrs" and binds every interface. Here the asked IPv4 address is bound as it is,
+/// with no interface lookup, and `getsockname` must read it back, or start-up fails naming the setting.
+///
+/// lws polls the socket as a raw file (`LWS_ADOPT_RAW_FILE_DESC`): on each wake this accepts what is waiting and hands
+/// each connection to the loop's first protocol as a raw socket. When lws can't take one (its table for the thread is
+/// full, or the handler refused it) or `accept` fails for want of a resource, the listener pauses for
+/// `pauseMicroseconds`, and clients wait in the kernel's backlog meanwhile, as lws's own listener left them.
+///
+/// Loop thread only, once adopted. The descriptor is this object's until `adopt` succeeds, then lws's (it closes it
+/// with the context).
+final class ListeningSocket: LWSHandler {
+    let protocolName = "pp-listen"
+    static let pauseMicroseconds: UInt64 = 100_000
+    /// At most this many accepts per wake-up. Over its cap `HTTPServer` makes room by closing a connection, but lws
+    /// frees that one only on its next pass, so each accept of a batch may hold one more descriptor: a batch no
+    /// larger than the slack `creationInfo` leaves (8, less the listener and lws's wake-up pipe) never fills lws's
+    /// table, and a flood is taken a few at a time instead of being dropped.
+    static let acceptsPerWake = 4
+
+    /// The address and port as `getsockname` read them after `bind`.
+    let address: String
+    let port: Int
+    private let fd: Int32
+    private let portVariable: String
+    private var adopted = false
+    private var vhost: OpaquePointer?
+    private var connectionProtocol: UnsafePointer<CChar>?
+
+    init(address asked: String, port askedPort: Int, portVariable: String, bindVariable: String) throws(StartupError) {
+        self.portVariable = portVariable
+        var wanted = in_addr()
+        guard inet_pton(AF_INET, asked, &wanted) == 1 else {
+            throw StartupError(bindVariable, "\(asked) is not an IPv4 address; set \(bindVariable) to one, e.g. 127.0.0.1, "
+                               + "or 0.0.0.0 for every interface")
+        }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            throw StartupError(portVariable, "could not open a TCP socket to listen on (\(String(cString: strerror(errno)))); "
+                               + "a sandbox must allow AF_INET")
+        }
+        var one: Int32 = 1
+        // As lws does for its own listeners: a restart finds the port free even with old connections in TIME_WAIT.
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var request = sockaddr_in()
+        request.sin_family = sa_family_t(AF_INET)
+        request.sin_port = in_port_t(UInt16(askedPort).bigEndian)
+        request.sin_addr = wanted
+        var bound = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let failure = ListeningSocket.bindAndListen(fd, &request, readBack: &bound, length: &length)
+        // "could not listen on port" is what test harnesses look for to retry on another port.
+        let requested = "port \(askedPort) of \(asked)"
+        if let failure {
+            close(fd)
+            switch failure {
+            case (.bind, EADDRINUSE):
+                throw StartupError(portVariable, "could not listen on \(requested): it is in use; pick another \(portVariable)")
+            case (.bind, EADDRNOTAVAIL):
+                throw StartupError(bindVariable, "could not listen on \(requested): \(asked) is not an address of this "
+                                   + "machine; set \(bindVariable) to one of its addresses, or 0.0.0.0 for every interface")
+            case (.bind, EACCES):
+                throw StartupError(portVariable, "could not listen on \(requested): ports below 1024 need privileges; "
+                                   + "pick another \(portVariable)")
+            case (let step, let code):
+                throw StartupError(portVariable, "could not listen on \(requested) (\(step): \(String(cString: strerror(code)))); "
+                                   + "pick another \(portVariable) or \(bindVariable)")
+            }
+        }
+        address = ListeningSocket.dotted(bound.sin_addr)
+        port = Int(UInt16(bigEndian: bound.sin_port))
+        // What the kernel says this socket is bound to is what the relay serves on: never more than was asked.
+        guard length == socklen_t(MemoryLayout<sockaddr_in>.size), bound.sin_family == sa_family_t(AF_INET),
+              bound.sin_addr.s_addr == wanted.s_addr, askedPort == 0 || port == askedPort else {
+            close(fd)
+            throw StartupError(bindVariable, "asked to listen on \(asked):\(askedPort), but the socket is bound to "
+                               + "\(address):\(port); the relay serves only the address it was given: check "
+                               + "\(bindVariable) and \(portVariable)")
+        }
+        self.fd = fd
+    }
+
+    deinit {
+        if !adopted { close(fd) }
+    }
+
+    private enum Step: String { case bind, listen, getsockname }
+
+    /// `bind`, `listen` and `getsockname`; the step that failed and its errno, or nil.
+    private static func bindAndListen(_ fd: Int32, _ request: inout sockaddr_in, readBack bound: inout sockaddr_in,
+                                      length: inout socklen_t) -> (Step, Int32)? {
+        let size = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bindResult = withUnsafePointer(to: &request) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) }
+        }
+        guard bindResult == 0 else { return (.bind, errno) }
+        guard listen(fd, SOMAXCONN) == 0 else { return (.listen, errno) }
+        let readResult = withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return readResult == 0 ? nil : (.getsockname, errno)
+    }
+
+    private static func dotted(_ address: in_addr) -> String {
+        var copy = address
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &copy, &text, socklen_t(text.count)) != nil else { return "?" }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Hands the socket to lws, which polls it from now on; accepted connections go to `connectionProtocol`.
+    func adopt(into vhost: OpaquePointer, connectionsTo connectionProtocol: UnsafePointer<CChar>?) throws(StartupError) {
+        self.vhost = vhost
+        self.connectionProtocol = connectionProtocol
+        let wsi = protocolName.withCString {
+            lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, lws_sock_file_fd_type(filefd: fd), $0, nil)
+        }
+        guard wsi != nil else { throw StartupError(portVariable, "libwebsockets could not take the listening socket") }
+        adopted = true
+    }
+
+    func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32 {
+        guard let wsi else { return 0 }
+        switch reason {
+        case LWS_CALLBACK_RAW_RX_FILE:
+            acceptWaiting(wsi)
+        case LWS_CALLBACK_TIMER:
+            lws_rx_flow_control(wsi, 1)  // the pause is over
+        default:
+            break
+        }
+        return 0
+    }
+
+    private func acceptWaiting(_ wsi: OpaquePointer) {
+        guard let vhost else { return }
+        var accepted = 0
+        while accepted < ListeningSocket.acceptsPerWake {
+            let client = CShims_accept_cloexec(fd, 1)
+            guard client >= 0 else {
+                switch errno {
+                case EAGAIN, EWOULDBLOCK: return
+                case EINTR, ECONNABORTED: continue
+                // EMFILE, ENFILE, ENOBUFS, ENOMEM: the descriptors are budgeted (`DescriptorBudget`), so this is
+                // passing; retrying at once would spin.
+                default: return pause(wsi)
+                }
+            }
+            accepted += 1
+            var one: Int32 = 1
+            // Answers are small and written whole: no Nagle delay (lws sets this on the sockets it accepts too).
+            setsockopt(client, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            // On failure lws has closed the socket already.
+            if lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_SOCKET, lws_sock_file_fd_type(sockfd: client),
+                                          connectionProtocol, nil) == nil {
+                return pause(wsi)
+            }
+        }
+    }
+
+    /// No polling of the listener for a moment: lws applies it when this callback returns, the timer undoes it.
+    private func pause(_ wsi: OpaquePointer) {
+        lws_rx_flow_control(wsi, 0)
+        lws_set_timer_usecs(wsi, lws_usec_t(ListeningSocket.pauseMicroseconds))
+    }
+}
