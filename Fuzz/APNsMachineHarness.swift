@@ -12,7 +12,6 @@ func fuzzAPNsMachine(_ data: [UInt8]) {
     let session = APNsConnectionMachine.Session(peerStreamLimit: 1 + Int(data.dropFirst().first ?? 0) % 8)
     var now: Int64 = 0
     var nextStream: Int32 = 1
-    var links = 0
     /// What the harness knows of each push: its purpose, and whether it ever went out (HEADERS sent).
     struct Push { var purpose: PushPurpose; var wentOut = false; var ended = false }
     var pushes: [Push] = []
@@ -64,15 +63,14 @@ func fuzzAPNsMachine(_ data: [UInt8]) {
                         queue = []
                     }
                 } else {
-                    links += 1
-                    machine.connected(id: links, now: now)
+                    machine.connected(now: now)
                 }
             }
             var room = machine.room(session)
             fuzzCheck(room <= min(options.maxConcurrentStreams, session.peerStreamLimit), "room \(room) past the limit")
             while room > 0, !queue.isEmpty {
                 let push = queue.removeFirst()
-                machine.submitted(nextStream, purpose: pushes[push].purpose, deadline: now + 1_000)
+                machine.submitted(nextStream, deadline: now + 1_000)
                 onStream[nextStream] = push
                 nextStream += 2
                 room -= 1

@@ -82,8 +82,7 @@ extension APNsClient {
         for (index, push) in batch {
             // Consecutive pushes of one message share its encoded headers and body; only the path differs.
             if shared == nil || !push.sameMessage(as: shared!.push) { shared = (push, Self.request(push, token: token)) }
-            let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body,
-                                      purpose: push.purpose)
+            let request = APNsRequest(path: push.path, fields: shared!.request.fields, body: shared!.request.body)
             if push.environment == .production {
                 queue((index, request), in: &production, for: .production, sink)
             } else {

@@ -107,7 +107,7 @@ package final class APNsClient: Sendable {
     /// The HTTP/2 request for `push`, signed with `token`.
     static func request(_ push: Push, token: String) -> APNsRequest {
         APNsRequest(path: push.path, headers: [("authorization", "bearer " + token)] + push.headers,
-                    body: Array(push.payload.utf8), purpose: push.purpose)
+                    body: Array(push.payload.utf8))
     }
 
     /// The provider token to sign with now, or nil (logged) when it can't be signed.

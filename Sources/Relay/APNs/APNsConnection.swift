@@ -66,7 +66,7 @@ final class APNsConnection {
             return false
         }
         streams[streamID] = retained
-        host.machine.submitted(streamID, purpose: push.request.purpose, deadline: push.deadline)
+        host.machine.submitted(streamID, deadline: push.deadline)
         return true
     }
 

@@ -50,7 +50,7 @@ extension APNsHostLoop {
             let socket = try TLSSocket.connect(host: host, port: port, tls: tls, timeoutMs: options.connectTimeoutMs,
                                                proxy: proxy)
             link = try APNsConnection(socket: socket, id: linksOpened, host: self)
-            machine.connected(id: linksOpened, now: monotonicMs())
+            machine.connected(now: monotonicMs())
             linksOpenedCount.add(1, ordering: .relaxed)
             reachability.withLock { $0 = FailureStreak() }
             Log.info("apns.connected", ["host": authority, "connection": String(linksOpened),

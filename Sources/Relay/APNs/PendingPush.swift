@@ -4,21 +4,18 @@ import RelayCore
 /// A request ready for the wire: `:path`, the other headers (authorization included) and the body.
 struct APNsRequest: Sendable {
     var path: String
-    /// The push's purpose: the connection's machine keeps it with the stream (`DeliveryTable`).
-    var purpose: PushPurpose
     /// Every header but the pseudo-headers, encoded once: a fan-out of one message shares one block (and one body).
     var fields: HeaderFields
     var body: [UInt8]
 
-    init(path: String, fields: HeaderFields, body: [UInt8], purpose: PushPurpose) {
+    init(path: String, fields: HeaderFields, body: [UInt8]) {
         self.path = path
-        self.purpose = purpose
         self.fields = fields
         self.body = body
     }
 
-    init(path: String, headers: [(name: String, value: String)], body: [UInt8], purpose: PushPurpose = .test) {
-        self.init(path: path, fields: HeaderFields(headers, bodyCount: body.count), body: body, purpose: purpose)
+    init(path: String, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.init(path: path, fields: HeaderFields(headers, bodyCount: body.count), body: body)
     }
 }
 

@@ -29,7 +29,6 @@ public struct APNsConnectionMachine: Sendable {
 
     /// A stream the machine is tracking.
     struct Stream: Sendable, Equatable {
-        var purpose: PushPurpose
         var deadline: Int64
         /// Its HEADERS went out: from here on a lost answer means "delivery unknown".
         var sent = false
@@ -37,7 +36,6 @@ public struct APNsConnectionMachine: Sendable {
 
     /// The open link, as far as decisions need it.
     struct Link: Sendable, Equatable {
-        var id: Int
         var lastReadAt: Int64
         var pingSentAt: Int64?
         /// A 200 arrived on it, so APNs accepts the provider token.
@@ -52,7 +50,6 @@ public struct APNsConnectionMachine: Sendable {
     }
 
     public private(set) var policy: APNsLinkPolicy
-    private let options: APNsLinkPolicy.Options
     private let reconnect: Backoff
     private(set) var link: Link?
     /// Connect attempts that failed in a row (the backoff's count); 0 after a link opens.
@@ -60,7 +57,6 @@ public struct APNsConnectionMachine: Sendable {
 
     public init(options: APNsLinkPolicy.Options = .init()) {
         policy = APNsLinkPolicy(options: options)
-        self.options = options
         // APNs treats connection churn as an attack: `reconnectDelayMs` (1 s) after a failure, doubling to four
         // times that while failures go on in a row.
         let base = Double(options.reconnectDelayMs) / 1000
@@ -73,9 +69,9 @@ public struct APNsConnectionMachine: Sendable {
     public var openStreams: Int { link?.streams.count ?? 0 }
 
     /// A link opened.
-    public mutating func connected(id: Int, now: Int64) {
+    public mutating func connected(now: Int64) {
         precondition(link == nil, "a second link opened while one is open")
-        link = Link(id: id, lastReadAt: now)
+        link = Link(lastReadAt: now)
         connectFailures = 0
     }
 
@@ -95,7 +91,7 @@ public struct APNsConnectionMachine: Sendable {
         precondition(link == nil, "a connect failed while a link is open")
         connectFailures += 1
         // Jitter only shortens (`Backoff`); never below the configured gap.
-        let delay = max(Int64(options.reconnectDelayMs),
+        let delay = max(Int64(policy.options.reconnectDelayMs),
                         Int64(reconnect.delay(failures: connectFailures, random: random) * 1000))
         policy.connectFailed(now: now, delayMs: delay)
         return ConnectFailure(failWaiting: true, retryInMs: delay)
@@ -136,9 +132,9 @@ public struct APNsConnectionMachine: Sendable {
     // MARK: - Streams
 
     /// A request was handed to nghttp2 as `id`.
-    public mutating func submitted(_ id: StreamID, purpose: PushPurpose, deadline: Int64) {
+    public mutating func submitted(_ id: StreamID, deadline: Int64) {
         precondition(link != nil, "a stream submitted with no link")
-        let earlier = link!.streams.updateValue(Stream(purpose: purpose, deadline: deadline), forKey: id)
+        let earlier = link!.streams.updateValue(Stream(deadline: deadline), forKey: id)
         precondition(earlier == nil, "stream \(id) submitted twice")
     }
 
@@ -231,11 +227,12 @@ public struct APNsConnectionMachine: Sendable {
 
     public mutating func upkeep(now: Int64, session: Session) -> Upkeep {
         guard let link, let facts = facts(session) else { return .none }
-        if link.failure == nil, case .failed(let reason) = policy.health(of: facts, now: now) { failed(reason) }
-        if let failure = self.link!.failure { return .retire(failure) }
+        // `.ping` only comes while no PING is out; `.failed` is an unanswered one.
+        let health = policy.health(of: facts, now: now)
+        if case .failed(let reason) = health { failed(reason) }
+        if let failure = self.link?.failure { return .retire(failure) }
         if session.finished || (link.goingAway && link.streams.isEmpty) { return .retire("connection finished") }
-        if case .ping = policy.health(of: facts, now: now), link.pingSentAt == nil { return .ping }
-        return .none
+        return health == .ping ? .ping : .none
     }
 
     /// How long the loop may sleep (ms; -1: until woken).

@@ -1,6 +1,8 @@
 /// The delivery rule, written once: for each push purpose and each fate of a push, what the relay does next. The
-/// outbox (`OutboxVerdict`), a send's own retries (`APNsOutcome.nextStep`) and the APNs connection's stream
-/// bookkeeping (`APNsStreams`) all read it; docs/architecture.md ("The delivery table") prints it.
+/// outbox (`OutboxVerdict`), a send's own retries (`APNsOutcome.nextStep`) and the wrong-host rule
+/// (`Delivery.resolve`) read it; docs/architecture.md ("The delivery table") prints it. The one row no caller reads,
+/// `neverProcessed`, is the APNs connection's own (`APNsConnectionMachine` resends such a stream at once, whatever
+/// its purpose, and never resends one that went out).
 ///
 /// The one column where purposes differ is the unknown fate: a request that went out and whose answer never came
 /// (its deadline passed, or its connection died). APNs may have delivered it. An alert, a reminder, a Live Activity

@@ -7,14 +7,14 @@ import Testing
 
     private func open(_ options: APNsLinkPolicy.Options = .init()) -> APNsConnectionMachine {
         var machine = APNsConnectionMachine(options: options)
-        machine.connected(id: 1, now: 0)
+        machine.connected(now: 0)
         return machine
     }
 
     @Test func anAnsweredStreamIsAnsweredAndA200LiftsTheStreamLimit() {
         var machine = open()
         #expect(machine.room(session) == 1)  // one stream until the provider token is proven
-        machine.submitted(1, purpose: .alert, deadline: 10_000)
+        machine.submitted(1, deadline: 10_000)
         #expect(machine.room(session) == 0)
         machine.headersSent(1)
         #expect(machine.streamClosed(1, status: 200, refused: false, error: "") == .answered)
@@ -22,27 +22,27 @@ import Testing
         #expect(machine.streamClosed(1, status: 200, refused: false, error: "") == nil)  // ended once
     }
 
-    @Test func aStreamAPNsNeverSawIsResentWhateverItsPurpose() {
-        for purpose in PushPurpose.allCases {
-            var machine = open()
-            machine.submitted(1, purpose: purpose, deadline: 10_000)
-            #expect(machine.streamClosed(1, status: nil, refused: false, error: "x") == .resend)  // HEADERS never out
-            machine.submitted(3, purpose: purpose, deadline: 10_000)
-            machine.headersSent(3)
-            #expect(machine.streamClosed(3, status: nil, refused: true, error: "REFUSED_STREAM") == .resend)
-            machine.submitted(5, purpose: purpose, deadline: 10_000)
-            #expect(machine.headersNotSent(5) == .resend)
-        }
+    /// The machine knows no purposes: a stream APNs never saw goes again whatever it carries (`DeliveryTable`'s
+    /// `neverProcessed` row).
+    @Test func aStreamAPNsNeverSawIsResent() {
+        var machine = open()
+        machine.submitted(1, deadline: 10_000)
+        #expect(machine.streamClosed(1, status: nil, refused: false, error: "x") == .resend)  // HEADERS never out
+        machine.submitted(3, deadline: 10_000)
+        machine.headersSent(3)
+        #expect(machine.streamClosed(3, status: nil, refused: true, error: "REFUSED_STREAM") == .resend)
+        machine.submitted(5, deadline: 10_000)
+        #expect(machine.headersNotSent(5) == .resend)
     }
 
     @Test func aSentStreamResetOrCutOffIsLostNotResent() {
         var machine = open()
-        machine.submitted(1, purpose: .start, deadline: 10_000)
+        machine.submitted(1, deadline: 10_000)
         machine.headersSent(1)
         #expect(machine.streamClosed(1, status: nil, refused: false, error: "CANCEL") == .lost("stream reset: CANCEL"))
-        machine.submitted(3, purpose: .start, deadline: 10_000)
+        machine.submitted(3, deadline: 10_000)
         machine.headersSent(3)
-        machine.submitted(5, purpose: .alert, deadline: 10_000)
+        machine.submitted(5, deadline: 10_000)
         let ends = machine.linkClosed(reason: "reset by peer", now: 100)
         #expect(ends.map(\.0) == [3, 5])
         #expect(ends[0].1 == .lost("reset by peer"))
@@ -53,7 +53,7 @@ import Testing
     @Test func aboveAGoawaysLastStreamIdNothingIsDeliveredOrLost() {
         var machine = open()
         for id: Int32 in [1, 3, 5, 7] {
-            machine.submitted(id, purpose: .alert, deadline: 10_000)
+            machine.submitted(id, deadline: 10_000)
             machine.headersSent(id)
         }
         machine.goaway(lastStreamID: 3)
@@ -68,8 +68,8 @@ import Testing
 
     @Test func deadlinesEndStreamsOnceAndOnlyThoseDue() {
         var machine = open()
-        machine.submitted(1, purpose: .alert, deadline: 1_000)
-        machine.submitted(3, purpose: .alert, deadline: 2_000)
+        machine.submitted(1, deadline: 1_000)
+        machine.submitted(3, deadline: 2_000)
         machine.headersSent(1)
         #expect(machine.expire(now: 999).isEmpty)
         let first = machine.expire(now: 1_000)
@@ -82,7 +82,7 @@ import Testing
     /// A stream whose deadline passes before its HEADERS went out was never seen: its caller may send it again.
     @Test func aStreamThatExpiresUnsentIsNotAnUnknownFate() {
         var machine = open()
-        machine.submitted(1, purpose: .start, deadline: 1_000)
+        machine.submitted(1, deadline: 1_000)
         let ends = machine.expire(now: 1_000)
         #expect(ends.map(\.0) == [1] && ends.map(\.1) == [.expiredUnsent])
     }
@@ -101,7 +101,7 @@ import Testing
         #expect(machine.connectFailed(now: 7_000, random: 0).retryInMs == 4_000)  // capped at four times the gap
         #expect(machine.connectFailed(now: 11_000, random: 0.99).retryInMs >= 1_000)  // jitter never below the gap
         #expect(!machine.turn(now: 11_500, waiting: true).connect)
-        machine.connected(id: 1, now: 20_000)
+        machine.connected(now: 20_000)
         #expect(machine.connectFailures == 0)
         #expect(!machine.turn(now: 20_000, waiting: true).connect)  // a link is open
     }
@@ -119,7 +119,7 @@ import Testing
 
     @Test func aGoawayLinkIsRetiredOnceItsStreamsAreDoneAndReplacedAtOnce() {
         var machine = open()
-        machine.submitted(1, purpose: .alert, deadline: 10_000)
+        machine.submitted(1, deadline: 10_000)
         machine.goaway(lastStreamID: 1)
         #expect(machine.upkeep(now: 10, session: session) == .none)
         _ = machine.streamClosed(1, status: 200, refused: false, error: "")
@@ -147,7 +147,7 @@ import Testing
 
     @Test func recyclingStopsNewStreamsButLetsTheOpenOnesFinish() {
         var machine = open()
-        machine.submitted(1, purpose: .alert, deadline: 10_000)
+        machine.submitted(1, deadline: 10_000)
         machine.stopNewStreams()
         #expect(machine.room(session) == 0)
         #expect(machine.streamClosed(1, status: 403, refused: false, error: "") == .answered)
@@ -156,7 +156,7 @@ import Testing
 
     @Test func directSendsOnlyOnAHealthyLinkWithNothingQueuedAndRoomForAll() {
         var machine = open()
-        machine.submitted(1, purpose: .alert, deadline: 10_000)
+        machine.submitted(1, deadline: 10_000)
         _ = machine.streamClosed(1, status: 200, refused: false, error: "")
         #expect(machine.maySendDirectly(8, queued: 0, session: session))
         #expect(!machine.maySendDirectly(8, queued: 1, session: session))
@@ -173,7 +173,7 @@ import Testing
         _ = machine.turn(now: 0, waiting: true)
         _ = machine.connectFailed(now: 0, random: 0)
         #expect(machine.pollTimeout(now: 0, waiting: true, session: session) == 50)  // the deadline check comes first
-        machine.connected(id: 1, now: 2_000)
+        machine.connected(now: 2_000)
         #expect(machine.pollTimeout(now: 2_000, waiting: false, session: session) == 45_000)  // the idle PING
     }
 }
