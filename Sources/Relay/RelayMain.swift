@@ -163,7 +163,6 @@ package enum RelayMain {
         let loop: WebSocketsLoop
         let apiLoop: WebSocketsLoop
         let metricsLoop: WebSocketsLoop?
-        let events: EventsSocket
         let socketSink: AsyncStream<SocketMessage>.Continuation
         let ticker: Task<Void, Never>
     }
@@ -196,8 +195,6 @@ package enum RelayMain {
         } catch {
             fail("\(error)")
         }
-        server.loop = apiLoop
-        events.loop = loop
         do {
             try loop.start()
             try apiLoop.start()
@@ -211,8 +208,8 @@ package enum RelayMain {
             for await message in socketMessages { await tracker.received(message) }
         }
         let ticker = startTicker(owners)
-        events.start()
-        return Running(loop: loop, apiLoop: apiLoop, metricsLoop: metricsLoop, events: events, socketSink: socketSink, ticker: ticker)
+        loop.startEvents()
+        return Running(loop: loop, apiLoop: apiLoop, metricsLoop: metricsLoop, socketSink: socketSink, ticker: ticker)
     }
 
     /// The HTTP API: its handlers on the API's executor, its credential checks on connections of their own (up to
@@ -276,7 +273,7 @@ package enum RelayMain {
 
     /// Stops taking events, lets pushes under way finish (bounded), then closes everything in reverse order.
     private static func stop(_ running: Running, _ parts: Parts) async {
-        running.events.stop()
+        running.loop.stopEvents()
         running.ticker.cancel()
         let deadline = SystemClock.monotonic() + 5
         while await parts.owners.tracker.backgroundWork + parts.owners.outbox.backgroundWork > 0 && SystemClock.monotonic() < deadline {

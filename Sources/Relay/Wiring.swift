@@ -38,8 +38,8 @@ enum Wiring {
                                 threadName: "pp-events")
     }
 
-    /// The loop for `events`, not yet started; the caller sets `events.loop` and starts it.
-    static func eventsLoop(_ config: Config, events: EventsSocket) throws(StartupError) -> WebSocketsLoop {
+    /// The loop `events` is handed to, not yet started; `startEvents()` connects it once the loop runs.
+    static func eventsLoop(_ config: Config, events: sending EventsSocket) throws(StartupError) -> WebSocketsLoop {
         try WebSocketsLoop(settings: eventsLoopSettings(config), handlers: [events])
     }
 

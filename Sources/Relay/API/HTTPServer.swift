@@ -58,7 +58,7 @@ final class HTTPServer: LWSHandler {
         var keepAlive = true
     }
 
-    weak var loop: WebSocketsLoop?
+    private(set) weak var loop: WebSocketsLoop?
     let limits: Limits
     private let router: Router
     private let onRequest: @Sendable (APIRequest, @escaping Reply) -> Void
@@ -240,4 +240,8 @@ final class HTTPServer: LWSHandler {
         let id = UInt64(UInt(bitPattern: raw))
         return connections[id]?.wsi == wsi ? id : nil
     }
+}
+
+extension HTTPServer {
+    func attach(to loop: WebSocketsLoop) { self.loop = loop }
 }

@@ -18,7 +18,6 @@ enum MetricsListener {
                                                       maxConnections: maxConnections, bindAddress: bind,
                                                       portVariable: "METRICS_PORT", bindVariable: "METRICS_BIND"),
                                       handlers: [server])
-        server.loop = loop
         try loop.start()
         return loop
     }

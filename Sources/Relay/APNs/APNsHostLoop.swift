@@ -47,14 +47,40 @@ package final class APNsHostLoop: @unchecked Sendable {
     /// by the loop while the caller makes the rest (the two cores work side by side).
     static let directSendLimit = 8
 
-    // Loop-thread state.
-    var link: APNsConnection?
-    var waiting = PushQueue()
-    var linksOpened = 0
+    // Loop state, guarded by `turn`: reached only through the accessors below, which assert (debug builds) that the
+    // caller holds it, so the loop's handlers and the link's nghttp2 callbacks are checked at every entry.
+    private var turnLink: APNsConnection?
+    private var turnWaiting = PushQueue()
+    private var turnLinksOpened = 0
+    private var turnMachine: APNsConnectionMachine
+
+    /// The live HTTP/2 connection, if any. `turn` held.
+    var link: APNsConnection? {
+        get { assertInTurn(); return turnLink }
+        set { assertInTurn(); turnLink = newValue }
+    }
+    /// Pushes waiting for a stream. `turn` held.
+    var waiting: PushQueue {
+        get { assertInTurn(); return turnWaiting }
+        _modify { assertInTurn(); yield &turnWaiting }
+    }
+    /// Connections opened since start-up. `turn` held.
+    var linksOpened: Int {
+        get { assertInTurn(); return turnLinksOpened }
+        set { assertInTurn(); turnLinksOpened = newValue }
+    }
     /// Every decision about the link and its streams: when to connect, PING, retire; each stream's fate; how many
-    /// streams; how long to sleep. Loop-bound (its `turn` lock): the loop and the link's nghttp2 callbacks report
-    /// to it and do what it answers.
-    var machine: APNsConnectionMachine
+    /// streams; how long to sleep. `turn` held: the loop and the link's nghttp2 callbacks report to it and do what
+    /// it answers.
+    var machine: APNsConnectionMachine {
+        get { assertInTurn(); return turnMachine }
+        _modify { assertInTurn(); yield &turnMachine }
+    }
+
+    /// Loop state is touched only with `turn` held (checked in debug builds).
+    @inline(__always) func assertInTurn() {
+        assert(turn.isHeldByCurrentThread, "APNs loop state reached without its turn lock")
+    }
     /// Answers for `submit`ted pushes, handed over once per loop turn.
     let answers = AnswerBatch()
 
@@ -66,7 +92,7 @@ package final class APNsHostLoop: @unchecked Sendable {
         self.authority = authority
         self.tls = tls
         self.options = options
-        machine = APNsConnectionMachine(options: options.link)
+        turnMachine = APNsConnectionMachine(options: options.link)
         wakeSignal = try WakeSignal()
         // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up would otherwise kill the
         // process with SIGPIPE instead of giving us EPIPE. Process-wide, which a network daemon wants anyway.
@@ -100,11 +126,11 @@ package final class APNsHostLoop: @unchecked Sendable {
 
     private func deadline() -> Int64 { monotonicMs() + Int64(options.requestTimeoutMs) }
 
-    private func enqueue(_ pushes: [PendingPush]) {
+    private func enqueue(_ pushes: sending [PendingPush]) {
         guard !pushes.isEmpty else { return }
         if sendDirectly(pushes) { return }
         // The pushes move into the inbox, or come back out refused; the caller keeps no other reference.
-        let admission = inbox.withLock { inbox -> Admission in
+        let admission = inbox.withLock(handing: pushes) { inbox, pushes -> Admission in
             guard !inbox.closing else { return .refused(pushes) }
             if inbox.thread == nil { inbox.thread = startLoop() }
             guard inbox.thread != nil else { return .refused(pushes) }

@@ -150,7 +150,6 @@ enum CheckCommand {
         } catch {
             return report.add(Line(.failed, "prefect", "\(error)", fix: "check PREFECT_CA_FILE is a readable PEM file"))
         }
-        events.loop = loop
         do {
             try loop.start()
         } catch {
@@ -164,7 +163,7 @@ enum CheckCommand {
         if rest.status == .ok && config.prefectAuthorization == nil {
             report.add(Line(.warn, "prefect open", Config.openServerWarning, fix: Config.openServerFix))
         }
-        events.start()
+        loop.startEvents()
         let timeout = Task {
             try? await Task.sleep(for: .seconds(15))
             sink.yield(.disconnected(.lost, reason: "no answer within 15 s", retryIn: 0))
@@ -176,7 +175,7 @@ enum CheckCommand {
             break
         }
         timeout.cancel()
-        events.stop()
+        loop.stopEvents()
         report.add(socket(config, first))
     }
 

@@ -21,8 +21,9 @@ enum SocketMessage: Sendable {
 /// for. Reconnects with jittered exponential backoff; lws PINGs a socket that goes quiet and hangs up on one that stays
 /// silent (`retryPolicy`). Every stage before that has a deadline (`EventsSession.stageTimeout`): the TCP connect and
 /// TLS handshake and the upgrade's answer are lws's own (the context's `timeout_secs`), the auth reply is ours; a stage
-/// that runs out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: `start()`/`stop()`
-/// hop onto the loop with `WebSocketsLoop.perform(on:)`, which opens the socket on the loop's thread alone.
+/// that runs out is a disconnect like any other, named after the stage. Loop thread only, and not `Sendable`: handed to
+/// its loop when the loop is made, and started and stopped from other threads through `WebSocketsLoop.startEvents()`
+/// and `stopEvents()`, which reach it on the loop's thread alone.
 ///
 /// The wsi is ours from `lws_client_connect_via_info` until the first callback that ends it: CONNECTION_ERROR,
 /// CLIENT_CLOSED, CLOSED_CLIENT_HTTP (a connection closed before its upgrade was answered, as lws's own timeout does)
@@ -88,13 +89,13 @@ final class EventsSocket: LWSHandler {
         retryTable.deallocate()
     }
 
-    /// Connects (from any thread).
-    func start() { loop?.perform(on: self) { $0.run($0.session.start(now: SystemClock.monotonic())) } }
+    /// Connects. Loop thread only: other threads call `WebSocketsLoop.startEvents()`.
+    func start() { run(session.start(now: SystemClock.monotonic())) }
 
-    /// Closes the socket and stops reconnecting (from any thread).
-    func stop() {
-        loop?.perform(on: self) { $0.run($0.session.stop()) }
-    }
+    /// Closes the socket and stops reconnecting. Loop thread only: other threads call `WebSocketsLoop.stopEvents()`.
+    func stop() { run(session.stop()) }
+
+    func attach(to loop: WebSocketsLoop) { self.loop = loop }
 
     // MARK: - Carrying out the session's actions
 
@@ -308,4 +309,12 @@ final class EventsSocket: LWSHandler {
         ]
         return JSONValue.object(["type": "filter", "filter": filter, "backfill": true]).encoded()
     }
+}
+
+extension WebSocketsLoop {
+    /// Connects the events socket this loop was made with. Safe from any thread.
+    func startEvents() { perform(onHandler: EventsSocket.self) { $0.start() } }
+
+    /// Closes the events socket this loop was made with and stops it reconnecting. Safe from any thread.
+    func stopEvents() { perform(onHandler: EventsSocket.self) { $0.stop() } }
 }

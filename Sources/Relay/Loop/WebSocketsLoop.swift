@@ -10,6 +10,12 @@ protocol LWSHandler: AnyObject {
     /// The protocol name the handler registers (also the subprotocol offered by a ws client).
     var protocolName: String { get }
     func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32
+    /// Told once, by the loop it was handed to, which loop that is (a handler that reaches its loop keeps it weakly).
+    func attach(to loop: WebSocketsLoop)
+}
+
+extension LWSHandler {
+    func attach(to loop: WebSocketsLoop) {}
 }
 
 /// Owns one `lws_context` and the thread that services it: the relay runs two, one for the Prefect events socket
@@ -68,7 +74,9 @@ final class WebSocketsLoop: @unchecked Sendable {
     /// The address and port the listener is bound to, as `getsockname` reads them, or nil without a listener.
     var listenAddress: String? { listener.map { "\($0.address):\($0.port)" } }
 
-    init(settings: Settings, handlers: [LWSHandler]) throws(StartupError) {
+    /// `handlers` are handed over (`sending`): from here on they belong to the loop's thread, reached from other
+    /// threads only through `perform(onHandler:)`.
+    init(settings: Settings, handlers: sending [LWSHandler]) throws(StartupError) {
         threadName = settings.threadName
         // Bound first: a taken port or a foreign address stops start-up before any lws context exists.
         let listener = settings.port >= 0
@@ -105,6 +113,7 @@ final class WebSocketsLoop: @unchecked Sendable {
             // Borrowed: the name is the first protocol's, freed after the context.
             try listener.adopt(into: vhost, connectionsTo: protocols[0].name)
         }
+        self.handlers.forEach { $0.attach(to: self) }
     }
 
     /// One `lws_protocols` entry per handler plus lws's zeroed terminator; freed by `freeProtocols`.
@@ -205,18 +214,25 @@ final class WebSocketsLoop: @unchecked Sendable {
         if let context { lws_cancel_service(context) }
     }
 
-    /// Runs `work` with `owner` on the loop thread, soon: how other threads reach an object that belongs to the loop
-    /// (a handler) without that object being `Sendable`. Safe from any thread.
-    func perform<Owner: AnyObject>(on owner: Owner, _ work: @escaping @Sendable (Owner) -> Void) {
-        perform(on: bind(owner), work)
+    /// Runs `work` on the loop thread, soon, with this loop's handler of type `Handler`: how other threads reach a
+    /// handler, which belongs to the loop (it was handed over at `init`) and is not `Sendable`. Safe from any thread.
+    func perform<Handler: LWSHandler & SendableMetatype>(onHandler type: Handler.Type, _ work: @escaping @Sendable (Handler) -> Void) {
+        perform { [self] in
+            guard let handler = handlers.lazy.compactMap({ $0 as? Handler }).first else {
+                preconditionFailure("no \(Handler.self) was handed to this loop")
+            }
+            work(handler)
+        }
     }
 
-    /// As `perform(on:)`, with a reference bound earlier (`bind`), for work that waits first.
+    /// Runs `work` with the object `bound` refers to on its loop's thread, soon (for work that waits on another
+    /// thread first, then comes back). Safe from any thread.
     func perform<Owner: AnyObject>(on bound: LoopBound<Owner>, _ work: @escaping @Sendable (Owner) -> Void) {
         perform { work(bound.value) }
     }
 
-    /// `owner`, to be carried through other threads and opened on this loop's thread only.
+    /// `owner`, to be carried through other threads and opened on this loop's thread only. Made on the loop's
+    /// thread only (checked), where alone the owner may be reached.
     func bind<Owner: AnyObject>(_ owner: Owner) -> LoopBound<Owner> { LoopBound(owner, loop: self) }
 
     /// Whether the caller is this loop's service thread.

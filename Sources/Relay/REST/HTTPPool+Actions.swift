@@ -7,6 +7,7 @@ extension HTTPPool {
     /// Carries out every action in the buffer, and those that carrying them out brings (a send that fails at
     /// once feeds the machine again), then empties it. `answer`: the reply the `.succeed` actions hand out.
     func perform(answer: HTTPReply? = nil) {
+        assertOnLoop()
         var index = 0
         while index < actions.count {
             let action = actions[index]

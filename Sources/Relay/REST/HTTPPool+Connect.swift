@@ -84,6 +84,7 @@ extension HTTPPool {
     /// A connection attempt is over: reported to the machine (a result for a connect it gave up on is dropped,
     /// its socket closing with it).
     func adopt(_ connected: Connected, now: Int64) {
+        assertOnLoop()
         guard let origin = connecting.removeValue(forKey: connected.id) else { return }
         switch connected.result {
         case .success(let stream):

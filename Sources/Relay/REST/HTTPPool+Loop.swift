@@ -6,6 +6,7 @@ import RelayCore
 
 extension HTTPPool {
     func run() {
+        enterLoop()
         while true {
             let (calls, connected, closing) = takeInbox()
             // Before the close check: calls handed over in the same turn as the close are failed with the rest,
@@ -44,6 +45,7 @@ extension HTTPPool {
     /// Feeds what a step of I/O on `connection` came to. The answer, when there is one, is what the `.succeed`
     /// actions it brings hand out.
     func feed(_ outcome: HTTPConnection.Outcome, on connection: HTTPConnection, now: Int64) -> HTTPReply? {
+        assertOnLoop()
         switch outcome {
         case .pending:
             return nil

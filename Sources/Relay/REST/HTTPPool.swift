@@ -93,6 +93,18 @@ final class HTTPPool: @unchecked Sendable {
     private let wakeSignal: WakeSignal
     private let inbox = Locked(Inbox())
 
+    /// The loop thread's kernel id once it runs: every handler of the loop asserts it is on it (`assertOnLoop`).
+    private let loopThreadID = Atomic<Int32>(0)
+
+    /// The loop's handlers (`run`'s turn, `feed`, `perform`, `takeInbox`) run on its thread only (checked in debug
+    /// builds): the state below is that thread's alone.
+    @inline(__always) func assertOnLoop() {
+        assert(loopThreadID.load(ordering: .relaxed) == CShims_thread_id(), "REST pool state reached off its loop's thread")
+    }
+
+    /// Marks the calling thread as the loop's. `run` only.
+    func enterLoop() { loopThreadID.store(CShims_thread_id(), ordering: .relaxed) }
+
     // Loop-thread state.
     /// Every decision (which connection, when to open, close, retry, time out, warn): the loop feeds it what it
     /// sees and carries out what it answers.
@@ -159,7 +171,7 @@ final class HTTPPool: @unchecked Sendable {
         let pending = PooledCall(call: call, request: request,
                                  deadline: monotonicMs() + Int64(max(1, call.timeoutSeconds)) * 1000, done: done)
         // The call moves into the inbox, or comes back out refused; the caller keeps no other reference.
-        let admission = inbox.withLock { inbox -> Admission in
+        let admission = inbox.withLock(handing: pending) { inbox, pending -> Admission in
             guard !inbox.closing else { return .refused(pending, "the relay is shutting down") }
             if inbox.thread == nil { inbox.thread = startLoop() }
             guard inbox.thread != nil else {
@@ -190,7 +202,8 @@ final class HTTPPool: @unchecked Sendable {
 
     /// Takes what other threads queued. Loop thread only.
     func takeInbox() -> (calls: [PooledCall], connected: [Connected], closing: Bool) {
-        inbox.withLock { inbox in
+        assertOnLoop()
+        return inbox.withLock { inbox in
             defer {
                 inbox.calls.removeAll()
                 inbox.connected.removeAll()

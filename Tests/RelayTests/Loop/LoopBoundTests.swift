@@ -3,18 +3,48 @@ import Glibc
 import Testing
 @testable import Relay
 
-/// A loop-bound reference opened off its loop's thread stops the process: confinement checked, not assumed.
+/// A loop-bound reference made or opened off its loop's thread stops the process: confinement checked, not assumed.
 @Suite struct LoopBoundTests {
-    /// In a child process (an exit test): bind a handler to a loop that is not this thread's and open it here. The child
-    /// must die by the trap (SIGILL from `precondition` on x86-64, SIGTRAP where the trap instruction raises that), not
-    /// exit, and not live on.
+    /// In a child process (an exit test): bind a handler to a loop from a thread that is not the loop's. It must die
+    /// by the trap, not exit, and not live on.
+    @Test func makingALoopBoundValueOffItsLoopTraps() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.exitStatus]) {
+            let loop = try WebSocketsLoop(settings: .init(port: -1), handlers: [QuietHandler()])
+            _ = loop.bind(QuietHandler())  // this thread is not the loop's: it must trap here
+        }
+        expectTrap(result?.exitStatus)
+    }
+
+    /// In a child process: a reference bound on its loop's thread, opened on this one. It must die by the trap.
     @Test func openingALoopBoundValueOffItsLoopTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.exitStatus]) {
             let loop = try WebSocketsLoop(settings: .init(port: -1), handlers: [QuietHandler()])
-            let bound = loop.bind(QuietHandler())
+            try loop.start()
+            let bound = await withCheckedContinuation { continuation in
+                loop.perform(onHandler: QuietHandler.self) { continuation.resume(returning: loop.bind($0)) }
+            }
             _ = bound.value  // this thread is not the loop's: it must trap here
         }
-        guard let status = result?.exitStatus else { return }
+        expectTrap(result?.exitStatus)
+    }
+
+    /// Bound and opened on its loop's thread, it is the handler the loop was handed.
+    @Test func bindingAndOpeningItOnItsLoopIsTheHandler() async throws {
+        let loop = try WebSocketsLoop(settings: .init(port: -1), handlers: [QuietHandler(name: "handed over")])
+        try loop.start()
+        defer { loop.stop() }
+        let bound = await withCheckedContinuation { continuation in
+            loop.perform(onHandler: QuietHandler.self) { continuation.resume(returning: loop.bind($0)) }
+        }
+        let opened = await withCheckedContinuation { continuation in
+            loop.perform(on: bound) { continuation.resume(returning: $0.protocolName) }
+        }
+        #expect(opened == "handed over")
+    }
+
+    /// The trap is SIGILL from `precondition` on x86-64, SIGTRAP where the trap instruction raises that.
+    private func expectTrap(_ status: ExitStatus?) {
+        guard let status else { return }
         switch status {
         case .signal(let signal):
             #expect(signal == SIGILL || signal == SIGTRAP, "died by signal \(signal), not by the trap")
@@ -24,23 +54,12 @@ import Testing
             Issue.record("ended as \(status) instead of trapping")
         }
     }
-
-    /// The same reference opened on its loop's thread is the object.
-    @Test func openingItOnItsLoopIsTheObject() async throws {
-        let loop = try WebSocketsLoop(settings: .init(port: -1), handlers: [QuietHandler()])
-        try loop.start()
-        defer { loop.stop() }
-        let bound = loop.bind(QuietHandler())
-        let opened = await withCheckedContinuation { continuation in
-            loop.perform { continuation.resume(returning: bound.value.protocolName) }
-        }
-        #expect(opened == "quiet")
-    }
 }
 
 /// A protocol that does nothing (lws needs at least one).
 private final class QuietHandler: LWSHandler {
-    let protocolName = "quiet"
+    let protocolName: String
+    init(name: String = "quiet") { protocolName = name }
     func handle(wsi: OpaquePointer?, reason: lws_callback_reasons, input: UnsafeMutableRawPointer?, length: Int) -> Int32 {
         0
     }

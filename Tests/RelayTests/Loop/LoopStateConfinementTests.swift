@@ -1,0 +1,49 @@
+import Glibc
+import Testing
+@testable import Relay
+
+/// The loops' own state is checked at every entry in debug builds (the test build): reached from another thread, or
+/// without the APNs loop's turn lock, the process stops. Each case runs in a child process that must die by the trap.
+@Suite struct LoopStateConfinementTests {
+    #if DEBUG
+    /// The APNs host loop's machine, read from a thread that does not hold the loop's `turn` lock.
+    @Test func apnsLoopStateWithoutItsTurnLockTraps() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.exitStatus]) {
+            let loop = try APNsHostLoop(host: "127.0.0.1", port: 9, authority: "127.0.0.1:9",
+                                        tls: try Wiring.apnsTLS(caFile: nil))
+            _ = loop.machine.openStreams  // no turn held: must trap here
+        }
+        expectTrap(result?.exitStatus)
+    }
+
+    /// The same read with the turn held is allowed.
+    @Test func apnsLoopStateWithItsTurnLockIsReadable() throws {
+        let loop = try APNsHostLoop(host: "127.0.0.1", port: 9, authority: "127.0.0.1:9",
+                                    tls: try Wiring.apnsTLS(caFile: nil))
+        loop.turn.lock()
+        defer { loop.turn.unlock() }
+        #expect(loop.machine.openStreams == 0)
+    }
+
+    /// A REST pool handler (carrying out the machine's actions) called from a thread that is not the pool's loop.
+    @Test func restPoolHandlerOffItsLoopTraps() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.exitStatus]) {
+            let pool = try HTTPPool()
+            pool.perform()  // not the pool's thread: must trap here
+        }
+        expectTrap(result?.exitStatus)
+    }
+    #endif
+
+    private func expectTrap(_ status: ExitStatus?) {
+        guard let status else { return }
+        switch status {
+        case .signal(let signal):
+            #expect(signal == SIGILL || signal == SIGTRAP, "died by signal \(signal), not by the trap")
+        case .exitCode(let code):
+            Issue.record("exited with code \(code) instead of trapping")
+        @unknown default:
+            Issue.record("ended as \(status) instead of trapping")
+        }
+    }
+}
