@@ -274,7 +274,8 @@ prometheus-check: deps-prometheus
 	          'check-alerts alerts.yaml s|{{ $$labels.instance }} has answered /health|The relay has answered /health|' \
 	          'check-alerts alertmanager-inhibit.example.yaml s|"PrefectPushStoreErrors"|"PrefectPushStoreError"|' \
 	          'check-alerts alerts.test.yaml /eval_time: \(17\|50\)m/,/exp_alerts: \[\]/d' \
-	          'promtool alerts.yaml s|\[30m\]) > 2|[30m]) > 1|'; do \
+	          'promtool alerts.yaml s|\[30m\]) > 2|[30m]) > 1|' \
+	          'promtool alerts.yaml s|)) >= 20|)) >= 0|'; do \
 	  tool=$${m%% *}; rest=$${m#* }; file=$${rest%% *}; edit=$${rest#* }; copy=.build/prometheus-broken; \
 	  rm -rf $$copy && mkdir -p .build && cp -r deploy/prometheus $$copy && sed -i "$$edit" $$copy/$$file; \
 	  if cmp -s deploy/prometheus/$$file $$copy/$$file; then echo "prometheus-check: '$$m' changed nothing"; exit 1; fi; \
@@ -283,7 +284,7 @@ prometheus-check: deps-prometheus
 	  else $(PYTHON) tools/check-alerts.py --dir $$copy --docs docs/operations.md >/dev/null; rc=$$?; \
 	    if [ $$rc -ne 1 ]; then echo "check-alerts.py: exit $$rc, not 1, for a broken copy ($$file: $$edit)"; exit 1; fi; \
 	  fi; \
-	done; echo "tools/check-alerts.py refuses each of 5 broken copies, promtool's tests a changed crash-loop bound"
+	done; echo "tools/check-alerts.py refuses each of 5 broken copies, promtool's tests a changed crash-loop bound and a dropped minimum volume"
 
 # Runs the relay. Without PREFECT_API_URL it starts a local Prefect server (127.0.0.1:$(PREFECT_PORT)) first and
 # stops it when the relay exits.

@@ -80,6 +80,10 @@ package enum RelayMain {
         let config: Config
         do { config = try Config(environment: environment()) } catch { fail(error.description) }
         Log.setLevel(config.logLevel)
+        for miss in NearMissVariables.find(in: environment().keys) {
+            Log.warn("config.unknown_variable", ["variable": miss.given, "did_you_mean": miss.known,
+                                                 "note": "not a setting the relay reads; rename or remove it"])
+        }
         let budget = Descriptors.prepare()
         await Descriptors.warmUpDispatch()
         let parts = build(config)
@@ -223,7 +227,8 @@ package enum RelayMain {
         var limits = HTTPServer.Limits()
         limits.maxConnections = budget.apiConnections
         limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
-        return HTTPServer(router: Router(basePath: config.basePath), limits: limits) { request, reply in
+        return HTTPServer(router: Router(basePath: config.basePath), limits: limits,
+                          requests: owners.status.requests) { request, reply in
             Task(executorPreference: RelayExecutor.api) { reply(await api.handle(request)) }
         }
     }

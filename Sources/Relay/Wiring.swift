@@ -1,6 +1,6 @@
 import RelayCore
 
-/// The clients both the relay (`RelayMain`) and `prefect-push check` (`Check`) make from a `Config`, each made only
+/// The clients both the relay (`RelayMain`) and `prefect-push check` (`CheckCommand`) make from a `Config`, each made only
 /// here: the Prefect REST pools, the events socket's lws loop, the APNs TLS context and client. Check is meant to try
 /// what the relay will use; when each made its own, they drifted (check's events loop missed the relay's client-TLS
 /// setting).

@@ -65,11 +65,14 @@ final class HTTPServer: LWSHandler {
     private var connections: [UInt64: Connection] = [:]
     private var perAddress: [String: Int] = [:]
     private var nextID: UInt64 = 1
+    /// Where each answer is counted, by route and code (`/metrics`); nil: not counted.
+    private let requests: Locked<RequestCounts>?
 
-    init(router: Router, limits: Limits = Limits(),
+    init(router: Router, limits: Limits = Limits(), requests: Locked<RequestCounts>? = nil,
          onRequest: @escaping @Sendable (APIRequest, @escaping Reply) -> Void) {
         self.router = router
         self.limits = limits
+        self.requests = requests
         self.onRequest = onRequest
     }
 
@@ -167,6 +170,7 @@ final class HTTPServer: LWSHandler {
             connection.closeAfterWrite = close
             connections[id] = connection
             Log.debug("api.refused", ["status": String(response.status), "address": connection.address])
+            requests?.withLock { $0.record(nil, status: response.status) }
             lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.headerSeconds)
             lws_callback_on_writable(connection.wsi)
             return 0
@@ -177,21 +181,22 @@ final class HTTPServer: LWSHandler {
             lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.answerSeconds)
             let handoff = APIRequest(route: request.route, method: request.method, authorization: request.authorization,
                                      body: request.body)
-            let isHead = request.isHead
+            let (isHead, route) = (request.isHead, request.route)
             // The answer comes back on the loop's thread, where alone the server is opened (`LoopBound`). The bound
             // reference is strong: the server lives as long as the relay. (A weak one would give it a side table that
             // LeakSanitizer can't see the pointer to, and reports as a leak.)
             guard let loop else { return 0 }
             let server = loop.bind(self)
             onRequest(handoff) { [weak loop] response in
-                loop?.perform(on: server) { $0.deliver(response, to: id, head: isHead) }
+                loop?.perform(on: server) { $0.deliver(response, to: id, head: isHead, route: route) }
             }
             return 0
         }
     }
 
     /// Loop thread: queues the answer and asks lws for a writable callback, if the client is still there.
-    private func deliver(_ response: APIResponse, to id: UInt64, head: Bool) {
+    private func deliver(_ response: APIResponse, to id: UInt64, head: Bool, route: Route) {
+        requests?.withLock { $0.record(route, status: response.status) }
         guard var connection = connections[id], connection.phase == .answering else { return }
         connection.phase = .writing
         connection.closeAfterWrite = !connection.keepAlive

@@ -6,20 +6,23 @@ extension Ledger {
     /// Registers or refreshes a device; a new one only below `maxDevices` (a refresh of a known device always
     /// passes). nil: the registry is full.
     func register(_ registration: DeviceRegistration, maxDevices: Int, now: Int64) throws -> Device? {
-        let device = try attemptThrowing("register") { store -> Device? in
-            if maxDevices < .max, try store.device(id: registration.id) == nil, try store.deviceCount() >= maxDevices {
-                return nil
-            }
-            return try store.upsertDevice(registration, now: now)
+        let (device, isNew) = try attemptThrowing("register") { store -> (Device?, Bool) in
+            let isNew = try store.device(id: registration.id) == nil
+            if maxDevices < .max, isNew, try store.deviceCount() >= maxDevices { return (nil, false) }
+            return (try store.upsertDevice(registration, now: now), isNew)
         }
         if device != nil { succeeded() }  // a row written: the store can write
+        if isNew && device != nil { countDevices { $0.devicesRegistered += 1 } }
         return device
     }
 
     /// Whether there was such a device to delete.
     func unregister(id: String) throws -> Bool {
         let deleted = try attemptThrowing("unregister") { try $0.deleteDevice(id: id) }
-        if deleted { succeeded() }
+        if deleted {
+            succeeded()
+            countDevices { $0.devicesUnregistered += 1 }
+        }
         return deleted
     }
 

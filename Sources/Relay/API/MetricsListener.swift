@@ -11,7 +11,7 @@ enum MetricsListener {
         var limits = HTTPServer.Limits()
         limits.maxConnections = maxConnections
         limits.maxPerAddress = maxConnections
-        let server = HTTPServer(router: Router(basePath: ""), limits: limits) { request, reply in
+        let server = HTTPServer(router: Router(basePath: ""), limits: limits, requests: status.requests) { request, reply in
             Task(executorPreference: RelayExecutor.api) { reply(await answer(request, status: status)) }
         }
         let loop = try WebSocketsLoop(settings: .init(port: port, clientTLS: false,

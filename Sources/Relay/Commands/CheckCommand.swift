@@ -51,6 +51,10 @@ enum CheckCommand {
         Log.setFormat(config.logFormat)
         let report = Report()
         report.add(Line(.ok, "config", "PREFECT_API_URL \(config.prefectAPI.string), DB_PATH \(config.dbPath)"))
+        for miss in NearMissVariables.find(in: environment.keys) {
+            report.add(Line(.warn, "config", "\(miss.given) is not a setting the relay reads",
+                            fix: "did you mean \(miss.known)? rename it, or remove it"))
+        }
         if let cloud = cloudLine(config) { report.add(cloud) }
         if let proxy = proxyLine(config.proxy) { report.add(proxy) }
         let key = apnsKey(config)

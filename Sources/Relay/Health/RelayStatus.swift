@@ -14,6 +14,8 @@ final class RelayStatus: Sendable {
     let startedAt = SystemClock.monotonic()
     /// The last verdict `watch` logged; the relay starts healthy.
     private let wasHealthy = Locked(true)
+    /// API answers by route and code, counted by the API's servers (on their loop threads) as each answer goes out.
+    let requests = Locked(RequestCounts())
 
     init(tracker: PauseTracker, ledger: Ledger, outbox: OutboxSender, apnsConfigured: Bool,
          bounds: HealthBounds = HealthBounds(), restPools: [HTTPPool] = []) {
@@ -94,6 +96,8 @@ final class RelayStatus: Sendable {
         (metrics.buildVersion, metrics.buildCommit) = (BuildInfo.version, BuildInfo.commit)
         if let pending { (metrics.outboxPending, metrics.oldestPendingSeconds) = pending }
         metrics.healthy = now.verdict.ok
+        metrics.apnsConfigured = apnsConfigured
+        metrics.httpRequests = requests.withLock { $0 }
         metrics.storeFailing = now.verdict.failing(.store)
         metrics.credentialRejected = now.events.authRejected
         metrics.apnsUnreachable = now.verdict.failing(.apns)

@@ -83,7 +83,8 @@ extension Ledger {
         _ = attempt("delivery_effect") { store in
             switch effect {
             case .none: break
-            case .dropDevice: try store.deleteDevice(id: device.id)
+            case .dropDevice:
+                if try store.deleteDevice(id: device.id) { countDevices { $0.devicesDroppedByAPNs += 1 } }
             case .dropStartToken: try store.dropStartToken(deviceID: device.id)
             case .updateEnvironment(let environment): try store.updateEnvironment(deviceID: device.id, to: environment)
             case .dropActivityToken:

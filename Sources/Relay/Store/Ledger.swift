@@ -101,6 +101,9 @@ actor Ledger {
         _ = attempt("probe", wrote: true) { try $0.probeWrite() }
     }
 
+    /// Adds to the registry's counters (`/metrics`).
+    func countDevices(_ change: (inout Metrics) -> Void) { tally.count(change) }
+
     /// Checkpoints the write-ahead log at shutdown, after the background checkpointer has stopped (so the two
     /// never contend); the connection itself closes with the process.
     func checkpoint() {

@@ -45,13 +45,22 @@ extension Config {
         return ui.string.droppingTrailingSlashes()
     }
 
-    /// The APNs signing key (inline or a file, not both) with its ids; nil runs the relay without APNs.
+    /// The APNs signing key (inline or a file, not both) with its ids; nil runs the relay without APNs, which only a
+    /// relay given no APNs settings at all does: the key's ids without the key are a half-made configuration (a
+    /// misspelt or missing key variable) that would run green and send nothing.
     static func apnsCredentials(_ read: EnvironmentReader) throws(ConfigError) -> APNsCredentials? {
         let inlineKey = try Settings.apnsKey.read(read).flatMap { $0.trimmingWhitespace().isEmpty ? nil : $0 }
         switch (inlineKey, try Settings.apnsKeyPath.read(read)) {
         case (.some, .some):
             throw ConfigError("APNS_KEY", "and APNS_KEY_PATH are both set; set only one of them")
         case (nil, nil):
+            let given = [Settings.apnsKeyID.name, Settings.apnsTeamID.name].filter { read.value($0) != nil }
+            guard given.isEmpty else {
+                throw ConfigError("APNS_KEY_PATH", "is not set (nor APNS_KEY), but \(given.joined(separator: " and ")) "
+                                  + "\(given.count == 1 ? "is" : "are"): the relay would run and send nothing. Set "
+                                  + "APNS_KEY_PATH to the AuthKey_XXXXXXXXXX.p8 file (or APNS_KEY to its contents), or "
+                                  + "unset \(given.joined(separator: " and ")) to run without APNs")
+            }
             return nil
         case (let inline, let path):
             let source: KeySource = inline.map { .inline($0) } ?? .file(path!)

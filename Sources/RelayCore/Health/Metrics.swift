@@ -29,6 +29,15 @@ public struct Metrics: Sendable {
     public var storeFailing = false
     public var credentialRejected = false
     public var apnsUnreachable = false
+    /// Whether the relay was given an APNs key (a gauge set when rendering): 0 is a relay that sends nothing.
+    public var apnsConfigured = true
+    /// Devices registered for the first time (a refresh of a known one is not counted), and devices removed: by the
+    /// app (`DELETE /devices/{id}`) or because APNs said the token is gone (410, `BadDeviceToken`).
+    public var devicesRegistered = 0
+    public var devicesUnregistered = 0
+    public var devicesDroppedByAPNs = 0
+    /// API answers by route and code (set when rendering, from the API servers' counts).
+    public var httpRequests = RequestCounts()
     /// The standard process metrics, when /proc could be read.
     public var process: ProcessSample?
     /// Bytes in the store connection's SQLite page cache, part of the resident set: it grows with the store up to
@@ -160,6 +169,18 @@ public struct Metrics: Sendable {
     /// What the relay holds, and the health verdict's gauges.
     private func renderState(into out: inout Exposition, devices: Int, waiting: Int) {
         out.metric("prefect_push_devices", "gauge", "Registered devices.", [("", String(devices))])
+        out.metric("prefect_push_devices_registered_total", "counter",
+                   "Devices registered for the first time (refreshes of a known device not counted).",
+                   [("", String(devicesRegistered))])
+        out.metric("prefect_push_devices_removed_total", "counter",
+                   "Devices removed: by the app (unregistered), or because APNs said the token is gone (apns).",
+                   [("{reason=\"apns\"}", String(devicesDroppedByAPNs)),
+                    ("{reason=\"unregistered\"}", String(devicesUnregistered))])
+        out.metric("prefect_push_http_requests_total", "counter", "API requests answered, by route and status code.",
+                   httpRequests.samples)
+        out.metric("prefect_push_apns_configured", "gauge",
+                   "1 when the relay has an APNs key; 0 when it runs without one and sends nothing.",
+                   [("", apnsConfigured ? "1" : "0")])
         out.metric("prefect_push_waiting", "gauge", "Pauses still waiting on a person.", [("", String(waiting))])
         out.metric("prefect_push_outbox_oldest_pending_seconds", "gauge",
                    "Seconds since the oldest push still in the outbox was stored; 0 when it is empty.",

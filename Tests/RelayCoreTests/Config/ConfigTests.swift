@@ -72,6 +72,10 @@ import Testing
         (["APNS_KEY_PATH": "/p", "APNS_TEAM_ID": "T"], "APNS_KEY_ID"),
         (["APNS_KEY_PATH": "/p", "APNS_KEY_ID": "K"], "APNS_TEAM_ID"),
         (["APNS_KEY_PATH": "/p", "APNS_KEY_ID": "K-1", "APNS_TEAM_ID": "T"], "APNS_KEY_ID"),
+        // The key's ids without the key (a misspelt key variable): half-configured, refused.
+        (["APNS_KEY_ID": "K", "APNS_TEAM_ID": "T"], "APNS_KEY_PATH"),
+        (["APNS_KEYPATH": "/p", "APNS_KEY_ID": "K", "APNS_TEAM_ID": "T"], "APNS_KEY_PATH"),
+        (["APNS_TEAM_ID": "T"], "APNS_KEY_PATH"),
         (["APNS_TOPIC": "bad topic!"], "APNS_TOPIC"),
         (["PORT": "http"], "PORT"),
         (["PORT": "70000"], "PORT"),

@@ -4,7 +4,7 @@ import Testing
 @testable import RelayCore
 
 /// `Wiring` is the one place the relay and `check` make their clients from a `Config`: what each client gets from
-/// the configuration, and that neither `RelayMain` nor `Check` makes one of its own.
+/// the configuration, and that neither `RelayMain` nor `CheckCommand` makes one of its own.
 @Suite struct WiringTests {
     func config(_ extra: [String: String]) throws -> Config {
         try Config(environment: ["PREFECT_API_URL": "http://prefect:4200/api"].merging(extra) { $1 })

@@ -28,6 +28,7 @@ import Testing
             try relay.http.request("GET", "/health").json?["subscribed"] == true
         }
         #expect(try relay.http.request("GET", "/metrics").status == 401)  // same credential rule as the other routes
+        #expect(try relay.http.request("GET", "/no-such-route").status == 404)  // counted as unrouted
         for (id, token) in [("live-phone", Self.live), ("gone-phone", Self.gone)] {
             let body: JSONValue = ["id": .string(id), "token": .string(token), "environment": "production",
                                    "server_id": "metrics"]
@@ -84,6 +85,15 @@ import Testing
         #expect(exposition.value("prefect_push_socket_reconnects_total") == 0)
         #expect(exposition.value("prefect_push_subscribed") == 1)
         #expect(exposition.value("prefect_push_devices") == 1)  // the 410 removed the other phone
+        #expect(exposition.value("prefect_push_devices_registered_total") == 2)
+        #expect(exposition.value("prefect_push_devices_removed_total", ["reason": "apns"]) == 1)
+        #expect(exposition.value("prefect_push_devices_removed_total", ["reason": "unregistered"]) == 0)
+        #expect(exposition.value("prefect_push_apns_configured") == 1)
+        // Answers by route and code: the two registrations, the refused scrape, and the health polls.
+        #expect(exposition.value("prefect_push_http_requests_total", ["route": "register", "code": "200"]) == 2)
+        #expect(exposition.value("prefect_push_http_requests_total", ["route": "metrics", "code": "401"]) == 1)
+        #expect((exposition.value("prefect_push_http_requests_total", ["route": "health", "code": "200"]) ?? 0) >= 1)
+        #expect(exposition.value("prefect_push_http_requests_total", ["route": "unrouted", "code": "404"]) == 1)
         #expect(exposition.value("prefect_push_waiting") == 0)
         #expect((exposition.value("prefect_push_resident_memory_bytes") ?? 0) > 1_000_000)
         // The store's page cache is part of the resident set: some (the store has been read), never all of it.

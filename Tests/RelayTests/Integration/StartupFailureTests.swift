@@ -52,4 +52,32 @@ import Testing
         #expect(relay.log.contains("event=startup.failed error=\"could not start thread "), "\(relay.log)")
         #expect(relay.log.contains("ulimit -u"), "\(relay.log)")
     }
+
+    /// The key's ids with the key's variable misspelt: a half-configured APNs. The relay must not run green and send
+    /// nothing: exit 2 naming the missing variable, after a warning that names the setting the misspelt one resembles.
+    @Test func halfConfiguredAPNsExits2NamingTheKeyAndTheSlip() throws {
+        let directory = TestFiles.temporaryDirectory()
+        defer { TestFiles.removeTree(directory) }
+        let env = ["PREFECT_API_URL": "http://127.0.0.1:\(TestSocket.freePort())/api", "PORT": "0",
+                   "DB_PATH": directory + "/relay.db", "APNS_KEYPATH": directory + "/AuthKey.p8",
+                   "APNS_KEY_ID": "ABC123DEFG", "APNS_TEAM_ID": "TEAM123456"]
+        let relay = try ChildProcess(RelayProcess.binary, [], environment: env, logPath: directory + "/relay.log")
+        let code = relay.waitForExit(timeout: 20)
+        if code == nil { relay.stop(signal: SIGKILL) }
+        #expect(code == 2, "\(relay.log)")
+        #expect(relay.log.contains("APNS_KEY_PATH is not set"), "\(relay.log)")
+    }
+
+    /// A relay given no APNs setting at all runs (the seed's "runs without a key"), says so, and names a variable one
+    /// slip from a setting it reads.
+    @Test func noAPNsSettingsRunsAndNamesASlip() throws {
+        let directory = TestFiles.temporaryDirectory()
+        defer { TestFiles.removeTree(directory) }
+        let env = ["PREFECT_API_URL": "http://127.0.0.1:\(TestSocket.freePort())/api", "PORT": "0",
+                   "DB_PATH": directory + "/relay.db", "LOGLEVEL": "debug"]
+        let relay = try ChildProcess(RelayProcess.binary, [], environment: env, logPath: directory + "/relay.log")
+        defer { relay.stop(signal: SIGKILL) }
+        try waitUntil("the relay to start", timeout: 20) { relay.log.contains("event=apns.disabled") }
+        #expect(relay.log.contains("event=config.unknown_variable variable=LOGLEVEL did_you_mean=LOG_LEVEL"), "\(relay.log)")
+    }
 }
