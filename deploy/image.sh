@@ -32,6 +32,8 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 version=$("$bin" --version | awk '{print $2}')
 revision=$("$bin" --version | sed -n 's/.*(commit \([^)]*\)).*/\1/p')
 source=${IMAGE_SOURCE:-}
+# Where people read about the image (the repository's README unless IMAGE_DOCUMENTATION says otherwise).
+documentation=${IMAGE_DOCUMENTATION:-$source}
 # The files' modes are the image's: not this shell's umask.
 umask 022
 fail() { echo "image.sh: $*" >&2; exit 1; }
@@ -130,6 +132,16 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
     --config.label org.opencontainers.image.created="$created" \
     --config.label org.opencontainers.image.licenses=Apache-2.0 \
     ${source:+--config.label "org.opencontainers.image.source=$source"} \
+    ${source:+--config.label "org.opencontainers.image.url=$source"} \
+    ${documentation:+--config.label "org.opencontainers.image.documentation=$documentation"} \
     --config.label org.opencontainers.image.description="Relays Prefect flow-run pauses to iPhones via APNs" \
-    --config.label prefect-push.sbom="$sbom"
+    --config.label prefect-push.sbom="$sbom" \
+    --manifest.annotation org.opencontainers.image.title=prefect-push \
+    --manifest.annotation org.opencontainers.image.version="$version" \
+    --manifest.annotation org.opencontainers.image.revision="${revision:-unknown}" \
+    --manifest.annotation org.opencontainers.image.created="$created" \
+    --manifest.annotation org.opencontainers.image.licenses=Apache-2.0 \
+    ${source:+--manifest.annotation "org.opencontainers.image.source=$source"} \
+    ${source:+--manifest.annotation "org.opencontainers.image.url=$source"} \
+    ${documentation:+--manifest.annotation "org.opencontainers.image.documentation=$documentation"}
 umoci gc --layout "$layout"

@@ -126,6 +126,22 @@ def member(tar: bytes, path: str) -> bytes | None:
 
 # MARK: - Config and SBOM
 
+def check_annotations(manifest: dict, config: dict, problems: list[str]) -> None:
+    """The manifest carries the OCI annotations registries show (they read the manifest, not the config), each
+    equal to the config's label of the same name; source, url and documentation whenever IMAGE_SOURCE was given."""
+    annotations = manifest.get("annotations") or {}
+    labels = config.get("config", {}).get("Labels") or {}
+    wanted = ["title", "version", "revision", "created", "licenses"]
+    if os.environ.get("IMAGE_SOURCE"):
+        wanted += ["source", "url", "documentation"]
+    for name in ("org.opencontainers.image." + key for key in wanted):
+        if not annotations.get(name):
+            problems.append(f"manifest: no annotation {name}")
+        elif annotations[name] != labels.get(name):
+            problems.append(f"manifest: annotation {name} is {annotations[name]!r}, the config's label "
+                            f"{labels.get(name)!r}")
+
+
 def check_config(config: dict, problems: list[str]) -> None:
     settings = config.get("config", {})
     for port in PORTS:
@@ -174,6 +190,7 @@ def check_layout(layout: str, schema: bool) -> tuple[list[str], str]:
         if len(diff_ids) != len(manifest["layers"]):
             problems.append(f"{entry['digest']}: {len(manifest['layers'])} layers, {len(diff_ids)} diff_ids")
         check_config(config, problems)
+        check_annotations(manifest, config, problems)
         tars = []
         for number, (layer, diff_id) in enumerate(zip(manifest["layers"], diff_ids)):
             try:

@@ -151,6 +151,10 @@ class Checker:
         job_pod = job["spec"]["template"]["spec"]
         check = container(job_pod)
         self.expect(check.get("args") == ["check"], f"check/check-job.yaml: runs {check.get('args')}, not [check]")
+        for what, c in (("deployment.yaml", relay), ("check/check-job.yaml", check)):
+            self.expect(c.get("terminationMessagePolicy") == "FallbackToLogsOnError",
+                        f"{what}: terminationMessagePolicy is not FallbackToLogsOnError, so `kubectl describe` "
+                        f"won't show why the container exited")
         for field in ("image", "envFrom", "env"):
             self.expect(check.get(field) == relay.get(field),
                         f"check/check-job.yaml: its {field} differs from the Deployment's: the check would try "

@@ -33,10 +33,11 @@ package enum RelayMain {
         var text = """
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | status [--json] | backup FILE | --help | --version [--verbose]]
+            usage: prefect-push [check | status [--json] | backup FILE | health | --help | --version [--verbose]]
               \(CheckCommand.usage)
               \(StatusCommand.usage)
               \(BackupCommand.usage)
+              \(HealthCommand.usage)
               \(versionUsage)
             Configuration comes from the environment:
 
@@ -95,7 +96,7 @@ package enum RelayMain {
         exit(0)
     }
 
-    /// `--help`, `--version`, `check`, `status` and `backup` run and exit here; no argument goes on to run the relay.
+    /// `--help`, `--version`, `check`, `status`, `backup` and `health` run and exit here; no argument goes on to run the relay.
     private static func handleCommand() async {
         switch CommandLine.arguments.dropFirst().first {
         case "--help", "-h", "help":
@@ -116,6 +117,8 @@ package enum RelayMain {
             exit(StatusCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case "backup":
             exit(BackupCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
+        case "health":
+            exit(await HealthCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case nil:
             return
         case let other?:
