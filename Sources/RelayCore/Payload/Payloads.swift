@@ -40,6 +40,9 @@ public enum Payloads {
                 "category": .string(props.category),
                 "sound": "default",
                 "thread-id": .string(props.runId),
+                // Through Focus and the summary where the app has the Time Sensitive capability; Apple treats it as
+                // `active` (the default) where it hasn't, so it is safe to send either way.
+                "interruption-level": "time-sensitive",
             ],
             "body": ["runId": .string(props.runId), "serverId": .string(props.serverId), "url": .string(props.url)],
         ]
@@ -71,8 +74,19 @@ public enum Payloads {
                 "input-push-token": 1,
             ]
             aps["stale-date"] = staleDate(props)
+            aps["relevance-score"] = .int(relevanceScore(props, now: now))
             return ["aps": .object(aps)]
         }
+    }
+
+    /// `aps.relevance-score` for a start or update: which of several waiting runs' activities the phone shows first
+    /// (the Dynamic Island, the top of the Lock Screen). The nearer a pause is to its timeout, the higher: 100 at the
+    /// timeout, 75 an hour before, just over 50 a day before; a suspend without a timeout, which can wait, 25. A whole
+    /// number (Apple takes any number; the scale is the sender's), so the payload reads back as it was built.
+    static func relevanceScore(_ props: WaitingProps, now: Int64) -> Int64 {
+        guard let timeoutAt = props.timeoutAt else { return 25 }
+        let remaining = Double(max(0, timeoutAt - now))
+        return Int64((50 + 50 * 3600 / (3600 + remaining)).rounded())
     }
 
     /// `aps.stale-date` for a start or update: the pause's timeout, so the phone shows the activity as stale once
@@ -106,7 +120,8 @@ public enum Payloads {
         metadata.priority = 5
         return fitted(props, metadata: metadata) { props in
             var aps: [String: JSONValue] = ["event": "update", "timestamp": .int(now),
-                                            "content-state": contentState(props)]
+                                            "content-state": contentState(props),
+                                            "relevance-score": .int(relevanceScore(props, now: now))]
             aps["stale-date"] = staleDate(props)
             return ["aps": .object(aps)]
         }
