@@ -223,7 +223,8 @@ package enum RelayMain {
         var limits = HTTPServer.Limits()
         limits.maxConnections = budget.apiConnections
         limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
-        return HTTPServer(router: Router(basePath: config.basePath), limits: limits) { request, reply in
+        return HTTPServer(router: Router(basePath: config.basePath), limits: limits,
+                          trustedProxies: config.trustedProxies) { request, reply in
             Task(executorPreference: RelayExecutor.api) { reply(await api.handle(request)) }
         }
     }
