@@ -231,7 +231,7 @@ package enum RelayMain {
         limits.maxConnections = budget.apiConnections
         limits.maxPerAddress = min(limits.maxPerAddress, budget.apiConnections)
         return HTTPServer(router: Router(basePath: config.basePath), limits: limits,
-                          requests: owners.status.requests) { request, reply in
+                          trustedProxies: config.trustedProxies, requests: owners.status.requests) { request, reply in
             Task(executorPreference: RelayExecutor.api) { reply(await api.handle(request)) }
         }
     }

@@ -20,8 +20,11 @@ struct API: Sendable {
         var level: Config.LogLevel = response.status >= 500 ? .warn : (response.status >= 400 ? .info : .debug)
         // A probe's 503 repeats every few seconds; `health.failing` says it once.
         if request.route == .health || request.route == .live { level = min(level, .info) }
+        // `via`: the trusted proxy that named the client (empty, so left out, for a direct client).
         Log.emit(level, "api.request", ["route": request.route.name, "method": request.method,
-                                        "status": String(response.status), "ms": String(ms)])
+                                        "status": String(response.status), "ms": String(ms),
+                                        "client": request.client?.address.description ?? "?",
+                                        "via": request.client?.via?.description ?? ""])
         return response
     }
 

@@ -9,6 +9,8 @@ struct APIRequest: Sendable {
     let method: String
     let authorization: String?
     let body: [UInt8]
+    /// Who sent it (`TrustedProxies.client`); nil when the socket could not name its peer.
+    var client: ClientAddress? = nil
 }
 
 /// The HTTP API's server side: raw sockets on the API's own lws context (`WebSocketsLoop` with a listener), so
@@ -17,9 +19,15 @@ struct APIRequest: Sendable {
 ///
 /// - a request head must be complete within `Limits.headerSeconds` of its first byte (or of the connection, or of
 ///   the previous answer), a body within `bodySeconds`; an idle keep-alive connection closes after `headerSeconds`;
-/// - at most `maxConnections` connections, `maxPerAddress` from one client address. Over either cap, the oldest
+/// - at most `maxConnections` connections, `maxPerAddress` from one peer address. Over either cap, the oldest
 ///   connection that has not finished sending a request head (from that address first) is closed to make room,
-///   so slow clients can't lock out a fast one, and a fast one never loses a request it has sent.
+///   so slow clients can't lock out a fast one, and a fast one never loses a request it has sent;
+/// - a proxy in `TRUSTED_PROXIES` carries many clients, so its connections count only against `maxConnections`; the
+///   client each request names (`TrustedProxies.client`) may have at most `maxPerAddress` requests being answered
+///   at once, and one more is a 429 on a connection that stays open. Direct clients meet the same request cap,
+///   though their connection cap reaches it first. The connection cap has to be decided at accept time, before a
+///   header is read; the request cap is where, behind an ingress, one client could otherwise hold all the relay's
+///   work (credential checks wait on Prefect for up to `answerSeconds`).
 ///
 /// Loop thread only, and not `Sendable`: answers reach it through `WebSocketsLoop.perform(on:)`, which opens it on
 /// the loop's thread alone.
@@ -49,7 +57,13 @@ final class HTTPServer: LWSHandler {
 
     private struct Connection {
         let wsi: OpaquePointer
+        /// The peer's address (`?` when the socket could not say), the connection cap's key.
         let address: String
+        let peer: IPAddress?
+        /// A proxy in `TRUSTED_PROXIES`: outside the per-address connection cap.
+        let trusted: Bool
+        /// The client whose request is being answered here, counted in `inFlight` until the answer is written.
+        var client: String?
         let opened: UInt64
         var framer: HTTPFramer
         var phase: Phase = .head
@@ -63,16 +77,22 @@ final class HTTPServer: LWSHandler {
     private let router: Router
     private let onRequest: @Sendable (APIRequest, @escaping Reply) -> Void
     private var connections: [UInt64: Connection] = [:]
-    private var perAddress: [String: Int] = [:]
+    private let trustedProxies: TrustedProxies
+    private var perAddress: AddressTally
+    private var inFlight: AddressTally
     private var nextID: UInt64 = 1
     /// Where each answer is counted, by route and code (`/metrics`); nil: not counted.
     private let requests: Locked<RequestCounts>?
 
-    init(router: Router, limits: Limits = Limits(), requests: Locked<RequestCounts>? = nil,
+    init(router: Router, limits: Limits = Limits(), trustedProxies: TrustedProxies = .none,
+         requests: Locked<RequestCounts>? = nil,
          onRequest: @escaping @Sendable (APIRequest, @escaping Reply) -> Void) {
         self.router = router
         self.limits = limits
+        self.trustedProxies = trustedProxies
         self.requests = requests
+        perAddress = AddressTally(cap: limits.maxPerAddress)
+        inFlight = AddressTally(cap: limits.maxPerAddress)
         self.onRequest = onRequest
     }
 
@@ -102,18 +122,20 @@ final class HTTPServer: LWSHandler {
     // MARK: - Connections
 
     private func adopt(_ wsi: OpaquePointer) -> Int32 {
-        var name = [CChar](repeating: 0, count: 64)
-        let address = lws_get_peer_simple(wsi, &name, name.count) != nil
-            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+        // An IPv4 client of a dual-stack listener reads as its IPv4 address (`IPAddress`).
+        let peer = SocketAddress.peer(of: lws_get_socket_fd(wsi))?.ip
+        let address = peer?.description ?? "?"
+        let trusted = peer.map(trustedProxies.trusts) ?? false
         // Over a cap: make room by closing the oldest connection still sending its head.
-        if perAddress[address, default: 0] >= limits.maxPerAddress && !evictOldest(from: address) {
+        if !trusted && perAddress.isFull(address) && !evictOldest(from: address) {
             return -1
         }
         if connections.count >= limits.maxConnections && !evictOldest(from: nil) { return -1 }
         let id = nextID
         nextID += 1
-        connections[id] = Connection(wsi: wsi, address: address, opened: id, framer: HTTPFramer(router: router))
-        perAddress[address, default: 0] += 1
+        connections[id] = Connection(wsi: wsi, address: address, peer: peer, trusted: trusted, opened: id,
+                                     framer: HTTPFramer(router: router))
+        if !trusted { perAddress.add(address) }
         lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id)))
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, limits.headerSeconds)
         return 0
@@ -135,8 +157,8 @@ final class HTTPServer: LWSHandler {
     private func forget(_ wsi: OpaquePointer) {
         guard let id = connectionID(wsi), let connection = connections.removeValue(forKey: id) else { return }
         lws_set_opaque_user_data(wsi, nil)
-        let left = perAddress[connection.address, default: 1] - 1
-        perAddress[connection.address] = left > 0 ? left : nil
+        if !connection.trusted { perAddress.remove(connection.address) }
+        if let client = connection.client { inFlight.remove(client) }
     }
 
     // MARK: - Requests
@@ -175,12 +197,21 @@ final class HTTPServer: LWSHandler {
             lws_callback_on_writable(connection.wsi)
             return 0
         case .request(let request)?:
-            connection.phase = .answering
+            let client = connection.peer.map { trustedProxies.client(peer: $0, forwardedFor: request.forwardedFor) }
+            let clientKey = client?.address.description ?? connection.address
             connection.keepAlive = request.keepAlive
+            guard !inFlight.isFull(clientKey) else {
+                connections[id] = connection
+                requests?.withLock { $0.record(request.route, status: 429) }
+                return refuseBusyClient(id, clientKey, head: request.isHead)
+            }
+            inFlight.add(clientKey)
+            connection.client = clientKey
+            connection.phase = .answering
             connections[id] = connection
             lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.answerSeconds)
             let handoff = APIRequest(route: request.route, method: request.method, authorization: request.authorization,
-                                     body: request.body)
+                                     body: request.body, client: client)
             let (isHead, route) = (request.isHead, request.route)
             // The answer comes back on the loop's thread, where alone the server is opened (`LoopBound`). The bound
             // reference is strong: the server lives as long as the relay. (A weak one would give it a side table that
@@ -192,6 +223,23 @@ final class HTTPServer: LWSHandler {
             }
             return 0
         }
+    }
+
+    /// A 429 for a client with `maxPerAddress` requests being answered already; the connection stays open (behind
+    /// an ingress it carries other clients' requests too).
+    private func refuseBusyClient(_ id: UInt64, _ client: String, head: Bool) -> Int32 {
+        guard var connection = connections[id] else { return -1 }
+        var response = APIError(status: 429, message: "this client has \(limits.maxPerAddress) requests being answered "
+                                + "already; wait for their answers before sending more").response
+        response.headers.append(("retry-after", "1"))
+        connection.phase = .writing
+        connection.closeAfterWrite = !connection.keepAlive
+        connection.outbox += HTTPResponseWriter.render(response, head: head, close: connection.closeAfterWrite)
+        connections[id] = connection
+        Log.debug("api.refused", ["status": "429", "address": connection.address, "client": client])
+        lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.headerSeconds)
+        lws_callback_on_writable(connection.wsi)
+        return 0
     }
 
     /// Loop thread: queues the answer and asks lws for a writable callback, if the client is still there.
@@ -230,7 +278,14 @@ final class HTTPServer: LWSHandler {
             }
         }
         guard connection.phase == .writing else { return 0 }  // a 100 Continue: keep reading the body
-        if connection.closeAfterWrite { return -1 }
+        if let client = connection.client {
+            inFlight.remove(client)  // answered: the client may send another
+            connection.client = nil
+        }
+        if connection.closeAfterWrite {
+            connections[id] = connection
+            return -1
+        }
         // The answer is out: the next request's head (or the idle keep-alive) gets a fresh deadline.
         connection.phase = .head
         connections[id] = connection

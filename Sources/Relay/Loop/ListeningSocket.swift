@@ -6,8 +6,10 @@ import RelayCore
 /// A loop's listening socket, made and bound here rather than by lws. lws 4.1.6 binds a vhost's `iface` through
 /// `lws_interface_to_sa` (lib/plat/unix/unix-sockets.c), which looks the name up with `getifaddrs` first, over a
 /// netlink socket; when that fails (a sandbox without AF_NETLINK, such as `RestrictAddressFamilies=AF_INET AF_INET6
-/// AF_UNIX`) it logs "unable to getifaddrs" and binds every interface. Here the asked IPv4 address is bound as it is,
-/// with no interface lookup, and `getsockname` must read it back, or start-up fails naming the setting.
+/// AF_UNIX`) it logs "unable to getifaddrs" and binds every interface. Here the asked address, IPv4 or IPv6, is bound
+/// as it is, with no interface lookup, and `getsockname` must read it back, or start-up fails naming the setting.
+/// lws's `LWS_SERVER_OPTION_DISABLE_IPV6` does not reach this socket or the ones it accepts: lws 4.1.6 adopts a
+/// descriptor of any family, and reads a peer's address with `getpeername` into a `sockaddr` big enough for IPv6.
 ///
 /// lws polls the socket as a raw file (`LWS_ADOPT_RAW_FILE_DESC`): on each wake this accepts what is waiting and hands
 /// each connection to the loop's first protocol as a raw socket. When lws can't take one (its table for the thread is
@@ -36,36 +38,46 @@ final class ListeningSocket: LWSHandler {
 
     init(address asked: String, port askedPort: Int, portVariable: String, bindVariable: String) throws(StartupError) {
         self.portVariable = portVariable
-        var wanted = in_addr()
-        guard inet_pton(AF_INET, asked, &wanted) == 1 else {
-            throw StartupError(bindVariable, "\(asked) is not an IPv4 address; set \(bindVariable) to one, e.g. 127.0.0.1, "
-                               + "or 0.0.0.0 for every interface")
+        let everywhere = "0.0.0.0 (every IPv4 interface) or :: (every interface)"
+        guard let wanted = IPAddress(asked) else {
+            throw StartupError(bindVariable, "\(asked) is not an IP address; set \(bindVariable) to one, e.g. 127.0.0.1, "
+                               + "::1, or \(everywhere)")
         }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        let family = wanted.isIPv4 ? AF_INET : AF_INET6
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
-            throw StartupError(portVariable, "could not open a TCP socket to listen on (\(String(cString: strerror(errno)))); "
-                               + "a sandbox must allow AF_INET")
+            let why = String(cString: strerror(errno))
+            if family == AF_INET6 && errno == EAFNOSUPPORT {
+                throw StartupError(bindVariable, "asks for IPv6 (\(asked)), which this machine does not have (\(why)); "
+                                   + "set \(bindVariable) to an IPv4 address such as 0.0.0.0")
+            }
+            throw StartupError(portVariable, "could not open a TCP socket to listen on (\(why)); "
+                               + "a sandbox must allow \(family == AF_INET6 ? "AF_INET6" : "AF_INET")")
         }
         var one: Int32 = 1
         // As lws does for its own listeners: a restart finds the port free even with old connections in TIME_WAIT.
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var request = sockaddr_in()
-        request.sin_family = sa_family_t(AF_INET)
-        request.sin_port = in_port_t(UInt16(askedPort).bigEndian)
-        request.sin_addr = wanted
-        var bound = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let failure = ListeningSocket.bindAndListen(fd, &request, readBack: &bound, length: &length)
+        if family == AF_INET6 {
+            // `::` is dual-stack: IPv4 clients arrive as ::ffff:a.b.c.d, whatever the host's net.ipv6.bindv6only says.
+            // Any other IPv6 address is that address alone.
+            var v6only: Int32 = wanted.isUnspecifiedIPv6 ? 0 : 1
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &v6only, socklen_t(MemoryLayout<Int32>.size))
+        }
+        let failure = ListeningSocket.bindAndListen(fd, SocketAddress(wanted, port: askedPort))
         // "could not listen on port" is what test harnesses look for to retry on another port.
         let requested = "port \(askedPort) of \(asked)"
-        if let failure {
+        let bound: SocketAddress
+        switch failure {
+        case .success(let local):
+            bound = local
+        case .failure(let failure):
             close(fd)
-            switch failure {
+            switch (failure.step, failure.code) {
             case (.bind, EADDRINUSE):
                 throw StartupError(portVariable, "could not listen on \(requested): it is in use; pick another \(portVariable)")
             case (.bind, EADDRNOTAVAIL):
                 throw StartupError(bindVariable, "could not listen on \(requested): \(asked) is not an address of this "
-                                   + "machine; set \(bindVariable) to one of its addresses, or 0.0.0.0 for every interface")
+                                   + "machine; set \(bindVariable) to one of its addresses, or \(everywhere)")
             case (.bind, EACCES):
                 throw StartupError(portVariable, "could not listen on \(requested): ports below 1024 need privileges; "
                                    + "pick another \(portVariable)")
@@ -74,11 +86,10 @@ final class ListeningSocket: LWSHandler {
                                    + "pick another \(portVariable) or \(bindVariable)")
             }
         }
-        address = ListeningSocket.dotted(bound.sin_addr)
-        port = Int(UInt16(bigEndian: bound.sin_port))
+        address = bound.ip?.description ?? "?"
+        port = bound.port
         // What the kernel says this socket is bound to is what the relay serves on: never more than was asked.
-        guard length == socklen_t(MemoryLayout<sockaddr_in>.size), bound.sin_family == sa_family_t(AF_INET),
-              bound.sin_addr.s_addr == wanted.s_addr, askedPort == 0 || port == askedPort else {
+        guard bound.family == family, bound.ip == wanted, askedPort == 0 || port == askedPort else {
             close(fd)
             throw StartupError(bindVariable, "asked to listen on \(asked):\(askedPort), but the socket is bound to "
                                + "\(address):\(port); the relay serves only the address it was given: check "
@@ -91,28 +102,22 @@ final class ListeningSocket: LWSHandler {
         if !adopted { close(fd) }
     }
 
+    /// `address:port`, an IPv6 address in brackets.
+    var authority: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
+
     private enum Step: String { case bind, listen, getsockname }
 
-    /// `bind`, `listen` and `getsockname`; the step that failed and its errno, or nil.
-    private static func bindAndListen(_ fd: Int32, _ request: inout sockaddr_in, readBack bound: inout sockaddr_in,
-                                      length: inout socklen_t) -> (Step, Int32)? {
-        let size = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bindResult = withUnsafePointer(to: &request) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) }
-        }
-        guard bindResult == 0 else { return (.bind, errno) }
-        guard listen(fd, SOMAXCONN) == 0 else { return (.listen, errno) }
-        let readResult = withUnsafeMutablePointer(to: &bound) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return readResult == 0 ? nil : (.getsockname, errno)
+    private struct Failure: Error {
+        let step: Step
+        let code: Int32
     }
 
-    private static func dotted(_ address: in_addr) -> String {
-        var copy = address
-        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-        guard inet_ntop(AF_INET, &copy, &text, socklen_t(text.count)) != nil else { return "?" }
-        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    /// `bind`, `listen` and `getsockname`: the address bound, or the step that failed and its errno.
+    private static func bindAndListen(_ fd: Int32, _ request: SocketAddress) -> Result<SocketAddress, Failure> {
+        guard request.bind(fd) == 0 else { return .failure(Failure(step: .bind, code: errno)) }
+        guard listen(fd, SOMAXCONN) == 0 else { return .failure(Failure(step: .listen, code: errno)) }
+        guard let bound = SocketAddress.local(of: fd) else { return .failure(Failure(step: .getsockname, code: errno)) }
+        return .success(bound)
     }
 
     /// Hands the socket to lws, which polls it from now on; accepted connections go to `connectionProtocol`.

@@ -43,7 +43,7 @@ final class WebSocketsLoop: @unchecked Sendable {
         /// tunnel), as `ProxyRule` decided for the one host it connects to; nil: direct. lws's own reading of
         /// `http_proxy` is switched off at start-up (`RelayMain.launch`), so nil means direct.
         var clientProxy: ProxyEndpoint? = nil
-        /// The address the listener binds (a dotted IPv4 address); nil: every interface.
+        /// The address the listener binds (IPv4 or IPv6 text, `Config.bindAddress`); nil: every IPv4 interface.
         var bindAddress: String? = nil
         /// The variables a failed listen is blamed on: the port's, and the bind address's.
         var portVariable = "PORT"
@@ -72,7 +72,7 @@ final class WebSocketsLoop: @unchecked Sendable {
     /// The port the server listens on (useful with port 0), or nil without a listener.
     var listenPort: Int? { listener?.port }
     /// The address and port the listener is bound to, as `getsockname` reads them, or nil without a listener.
-    var listenAddress: String? { listener.map { "\($0.address):\($0.port)" } }
+    var listenAddress: String? { listener?.authority }
 
     /// `handlers` are handed over (`sending`): from here on they belong to the loop's thread, reached from other
     /// threads only through `perform(onHandler:)`.
@@ -137,6 +137,8 @@ final class WebSocketsLoop: @unchecked Sendable {
         // A listener's socket is `ListeningSocket`'s: lws gets a server vhost without one of its own.
         info.port = settings.port >= 0 ? CONTEXT_PORT_NO_LISTEN_SERVER : CONTEXT_PORT_NO_LISTEN
         info.protocols = UnsafePointer(protocols)
+        // Only lws's own listeners and client connections read this; the API's listener is `ListeningSocket`'s and
+        // serves IPv6 with it set (lws adopts a raw descriptor of any family).
         info.options = UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
         if usesClientTLS { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
         // lws would parse the whole system bundle into its client context (SSL_CTX_set_default_verify_paths);

@@ -26,6 +26,8 @@ public struct HTTPFramer: Sendable {
         public var body: [UInt8]
         /// Whether the connection stays open after the answer (HTTP/1.1 without `Connection: close`).
         public var keepAlive: Bool
+        /// Every `X-Forwarded-For` line, in order; only a trusted proxy's are read (`TrustedProxies.client`).
+        public var forwardedFor: [String] = []
         public var isHead: Bool { method == "HEAD" }
     }
 
@@ -139,7 +141,8 @@ public struct HTTPFramer: Sendable {
         }
         let authorization = headers.all("authorization").first.map { String(decoding: $0, as: UTF8.self) }
         let request = Request(method: method, target: path, route: route, authorization: authorization, body: [],
-                              keepAlive: keepAlive)
+                              keepAlive: keepAlive,
+                              forwardedFor: headers.all("x-forwarded-for").map { String(decoding: $0, as: UTF8.self) })
         if length == 0 { return .request(request) }
         pendingBody = (request, length, !route.takesBody)
         if headers.text("expect")?.lowercased() == "100-continue" { return .proceed }

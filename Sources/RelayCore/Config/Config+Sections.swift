@@ -100,20 +100,18 @@ extension Config {
         return ours ?? prefects
     }
 
-    /// A listener's bind address (`API_BIND`, `METRICS_BIND`): a dotted IPv4 address, `0.0.0.0` when unset. IPv4
-    /// only, like the listeners; a host name would need a resolver at start-up. Each part is 0-255 in plain decimal
-    /// digits (no sign, no leading zero), the form `inet_pton` accepts, so the listener binds exactly what was read.
-    static func ipv4Address(_ bind: String, _ name: String) throws(ConfigError) -> String {
-        let octets = bind.split(separator: ".", omittingEmptySubsequences: false)
-        let valid = octets.count == 4 && octets.allSatisfy { octet in
-            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy { $0.isASCII && $0.isNumber }
-                && (octet.count == 1 || octet.first != "0") && UInt8(octet) != nil
+    /// A listener's bind address (`API_BIND`, `METRICS_BIND`): an IPv4 or IPv6 literal (brackets allowed), in its
+    /// canonical text (`IPAddress`: an IPv4-mapped address is its IPv4 address). A host name would need a resolver at
+    /// start-up; a zone (`fe80::1%eth0`) would need an interface lookup, which the listener avoids on purpose.
+    static func bindAddress(_ bind: String, _ name: String) throws(ConfigError) -> String {
+        var text = Substring(bind)
+        if text.hasPrefix("[") && text.hasSuffix("]") { text = text.dropFirst().dropLast() }
+        guard let address = IPAddress(text) else {
+            let zone = text.contains("%") ? " (link-local zones such as %eth0 are not supported)" : ""
+            throw ConfigError(name, "must be an IP address such as 0.0.0.0 (every IPv4 interface), :: (every interface, "
+                              + "IPv4 and IPv6), 127.0.0.1 or ::1, got \"\(bind.prefix(46))\"\(zone)")
         }
-        guard valid else {
-            throw ConfigError(name, "must be an IPv4 address such as 0.0.0.0 (every interface) or 127.0.0.1, "
-                              + "got \"\(bind.prefix(40))\"")
-        }
-        return bind
+        return address.description
     }
 }
 

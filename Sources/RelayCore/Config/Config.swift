@@ -35,8 +35,11 @@ public struct Config: Sendable, Equatable {
     public var apnsTopic: String
     public var dbPath: String
     public var port: Int
-    /// `API_BIND`: the address the API listener binds (an IPv4 address; `0.0.0.0`, every interface, by default).
+    /// `API_BIND`: the address the API listener binds, IPv4 or IPv6, in its canonical text (`0.0.0.0`, every IPv4
+    /// interface, by default; `::` is every interface, both families).
     public var apiBind: String
+    /// `TRUSTED_PROXIES`: the proxies whose `X-Forwarded-For` names the client; empty by default.
+    public var trustedProxies: TrustedProxies
     public var basePath: String
     public var apnsProduction: HTTPURL
     public var apnsDevelopment: HTTPURL
@@ -50,7 +53,7 @@ public struct Config: Sendable, Equatable {
     public var proxy: ProxyRule
     /// `METRICS_PORT`: a second listener serving only `GET /metrics`, without the Prefect credential; nil: none.
     public var metricsPort: Int?
-    /// `METRICS_BIND`: the address that listener binds (an IPv4 address).
+    /// `METRICS_BIND`: the address that listener binds (as `apiBind`).
     public var metricsBind: String
     /// `HEALTH_GRACE_SECONDS`: how long the events socket may stay down, or APNs unreachable, before `/health`
     /// answers 503 (`HealthBounds`).
@@ -74,6 +77,7 @@ public struct Config: Sendable, Equatable {
         dbPath = try Settings.dbPath.read(read)
         port = try Settings.port.read(read)
         apiBind = try Settings.apiBind.read(read)
+        trustedProxies = try Settings.trustedProxies.read(read)
         basePath = try Settings.basePath.read(read)
         logLevel = try Settings.logLevel.read(read)
         logFormat = try Settings.logFormat.read(read)

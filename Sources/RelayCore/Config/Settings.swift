@@ -25,8 +25,8 @@ public enum Settings {
     static let dbPath = Setting<String>.text("DB_PATH", "SQLite file", default: "prefect-push.db")
     static let port = Setting<Int>.number("PORT", "HTTP API port (0 picks a free one)", default: 8080, in: 0...65535)
     static let apiBind = Setting<String>.text(
-        "API_BIND", "address the HTTP API listener binds: IPv4 only, dotted, e.g. 127.0.0.1", default: "0.0.0.0",
-        check: Config.ipv4Address)
+        "API_BIND", "address the HTTP API listener binds: IPv4 (0.0.0.0, 127.0.0.1), IPv6 (::1, an address), or :: "
+            + "for every interface, IPv4 and IPv6", default: "0.0.0.0", check: Config.bindAddress)
     static let basePath = Setting<String>.text("BASE_PATH", "HTTP API path prefix, e.g. /push", default: "",
                                                shown: "none", check: Config.pathPrefix)
     static let apnsProduction = Setting<HTTPURL>.httpsOrigin(
@@ -65,8 +65,14 @@ public enum Settings {
         "METRICS_PORT", "port of a separate listener serving only GET /metrics, without the Prefect credential "
             + "(0 picks a free one)", unset: "unset: no listener", in: 0...65535)
     static let metricsBind = Setting<String>.text(
-        "METRICS_BIND", "address the metrics listener binds: IPv4 only, dotted, e.g. 127.0.0.1", default: "0.0.0.0",
-        check: Config.ipv4Address)
+        "METRICS_BIND", "address the metrics listener binds, as API_BIND", default: "0.0.0.0",
+        check: Config.bindAddress)
+    static let trustedProxies = Setting<TrustedProxies>(
+        "TRUSTED_PROXIES", "comma-separated CIDR blocks (or addresses) of the proxies in front of the API, e.g. "
+            + "10.0.0.0/8,fd00::/8; from them, the client is read from X-Forwarded-For",
+        default: "unset: none, X-Forwarded-For is ignored") { env, name throws(ConfigError) in
+        try env.value(name).map { text throws(ConfigError) in try TrustedProxies(parsing: text, variable: name) } ?? .none
+    }
     static let healthGrace = Setting<Int>.number(
         "HEALTH_GRACE_SECONDS", "how long the events socket may be down, or APNs unreachable, before /health answers 503",
         default: Int(HealthBounds.defaultGrace), in: 1...86_400)
@@ -78,7 +84,7 @@ public enum Settings {
     /// Every variable, in the order `--help` prints them.
     public static let all: [any SettingDescription] = [
         prefectAPIURL, prefectAuth, prefectAPIKey, prefectUI, apnsKey, apnsKeyPath, apnsKeyID, apnsTeamID, apnsTopic,
-        dbPath, port, apiBind, basePath, apnsProduction, apnsDevelopment, apnsCAFile, prefectCAFile,
+        dbPath, port, apiBind, trustedProxies, basePath, apnsProduction, apnsDevelopment, apnsCAFile, prefectCAFile,
         prefectSSLCertFile, logLevel, logFormat, maxDevices, httpsProxy, httpProxy, noProxy, httpsProxyLower,
         httpProxyLower, noProxyLower, metricsPort, metricsBind, healthGrace, healthStartup,
     ]

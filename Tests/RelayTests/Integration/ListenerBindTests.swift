@@ -69,17 +69,26 @@ import Testing
     @Test func apiBindIsReadLikeMetricsBind() throws {
         let base = ["PREFECT_API_URL": "http://127.0.0.1:4200/api"]
         #expect(try Config(environment: base).apiBind == "0.0.0.0")
-        #expect(try Config(environment: base.merging(["API_BIND": " 127.0.0.1 "]) { $1 }).apiBind == "127.0.0.1")
-        #expect(try Config(environment: base.merging(["API_BIND": "10.1.255.0"]) { $1 }).apiBind == "10.1.255.0")
         for name in ["API_BIND", "METRICS_BIND"] {
-            // inet_pton reads none of these as an IPv4 address (a sign or a leading zero included).
-            for value in ["localhost", "::1", "1.2.3.256", "1.2.3", "1.2.3.4.5", "1..2.3", "+1.2.3.4", "01.2.3.4"] {
-                #expect(throws: ConfigError.self, "\(name)=\(value)") {
-                    _ = try Config(environment: base.merging([name: value]) { $1 })
-                }
+            func read(_ value: String) throws -> String {
+                let config = try Config(environment: base.merging([name: value]) { $1 })
+                return name == "API_BIND" ? config.apiBind : config.metricsBind
+            }
+            // Canonical text: what the listener binds and what `relay.started` prints.
+            for (value, read_) in [(" 127.0.0.1 ", "127.0.0.1"), ("10.1.255.0", "10.1.255.0"), ("::", "::"),
+                                   ("::1", "::1"), ("[::1]", "::1"), ("0:0:0:0:0:0:0:0", "::"),
+                                   ("2001:DB8::1", "2001:db8::1"), ("::ffff:127.0.0.1", "127.0.0.1")] {
+                #expect(try read(value) == read_, "\(name)=\(value)")
+            }
+            // inet_pton reads none of these as an address (a sign or a leading zero included).
+            for value in ["localhost", "1.2.3.256", "1.2.3", "1.2.3.4.5", "1..2.3", "+1.2.3.4", "01.2.3.4", ":::",
+                          "fe80::1%eth0", "[::1", "::1]:80"] {
+                #expect(throws: ConfigError.self, "\(name)=\(value)") { _ = try read(value) }
             }
         }
-        #expect(Settings.all.contains { $0.name == "API_BIND" && $0.meaning.contains("IPv4") })
+        let zone = try? Config(environment: base.merging(["API_BIND": "fe80::1%eth0"]) { $1 })
+        #expect(zone == nil)
+        #expect(Settings.all.contains { $0.name == "API_BIND" && $0.meaning.contains("IPv6") })
     }
 
     // MARK: - Helpers

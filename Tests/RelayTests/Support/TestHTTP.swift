@@ -3,7 +3,8 @@ import Glibc
 @testable import RelayCore
 
 /// A deliberately small HTTP/1.1 client over a raw socket, so tests can also send what a proper client never
-/// would (truncated bodies, lies in Content-Length, slow senders). 127.0.0.1 only; every read has a deadline.
+/// would (truncated bodies, lies in Content-Length, slow senders). Loopback only (127.0.0.1, or ::1 for the IPv6
+/// listener's tests); every read has a deadline.
 struct TestHTTP {
     struct Reply {
         var status: Int
@@ -13,10 +14,12 @@ struct TestHTTP {
     }
 
     let port: Int
+    var host = "127.0.0.1"
 
     func request(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil,
                  timeout: Double = 10) throws -> Reply {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(authority)\r\nConnection: close\r\n"
         var headers = headers
         if let body {
             if headers["Content-Type"] == nil { headers["Content-Type"] = "application/json" }
@@ -29,7 +32,7 @@ struct TestHTTP {
 
     /// Sends `bytes` as they are, then reads until the server closes or answers completely.
     func raw(_ bytes: [UInt8], closeWrite: Bool = false, timeout: Double = 10) throws -> Reply {
-        let fd = try TestSocket.connect(port: port)
+        let fd = try host.contains(":") ? TestSocket.connect6(port: port, host: host) : TestSocket.connect(port: port)
         defer { close(fd) }
         try TestSocket.send(fd, bytes)
         if closeWrite { shutdown(fd, Int32(SHUT_WR)) }
@@ -121,6 +124,43 @@ enum TestSocket {
         }
         return fd
     }
+
+    /// An IPv6 connection to `host` (a loopback literal such as ::1).
+    static func connect6(port: Int, host: String = "::1") throws -> Int32 {
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket(AF_INET6): errno \(errno)") }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = in_port_t(UInt16(port).bigEndian)
+        guard inet_pton(AF_INET6, host, &address.sin6_addr) == 1 else {
+            close(fd)
+            throw TestFailure("\(host) is not an IPv6 address")
+        }
+        var bound = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            throw TestFailure("connect to [\(host)]:\(port) failed: errno \(errno)")
+        }
+        return fd
+    }
+
+    /// Why this machine can't test IPv6 loopback (no ::1 to bind), or nil when it can.
+    static let ipv6LoopbackMissing: String? = {
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return "no IPv6 sockets here (socket(AF_INET6): errno \(errno))" }
+        defer { close(fd) }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_addr = in6addr_loopback
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+        }
+        return rc == 0 ? nil : "::1 can't be bound here (errno \(errno)): no IPv6 loopback (see `ip -6 addr show lo`)"
+    }()
 
     static func send(_ fd: Int32, _ bytes: [UInt8]) throws {
         var offset = 0
