@@ -33,7 +33,7 @@ package enum RelayMain {
         var text = """
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | status [--json] | backup FILE | --help | --version [--verbose]]
+            usage: prefect-push [check | status [--json] [--device ID] [--run ID] | backup FILE | --help | --version [--verbose]]
               \(CheckCommand.usage)
               \(StatusCommand.usage)
               \(BackupCommand.usage)
