@@ -625,26 +625,53 @@ check-job:
 	  */1) echo "check Job failed: nothing else applied, the old relay still runs; fix what its failed lines name"; exit 1 ;; \
 	  *) echo "check Job unfinished after $(CHECK_JOB_SECONDS) s (pod not scheduled? $(KUBECTL) describe job prefect-push-check)"; exit 1 ;; esac
 
-# check (the tests), ship the committed source, check the new configuration in a Job before the rollout, wait for
+# Before a rollout whose store schema differs from the running relay's, an online backup of the store with the running
+# relay's own `prefect-push backup` (its pod, its binary: the schema it can read back): one file on the volume beside
+# DB_PATH, for `prefect-push restore` in the cluster, and one streamed here to $(BACKUP_DIR). The image's schema is
+# `prefect-push schema` of the binary the image was built from; the store's is `status --json`'s "schema". No running
+# relay (the first deploy): nothing to back up. A status that fails (the store unreadable): backed up all the same.
+# Every step of a rollback: docs/operations.md "Upgrades".
+BACKUP_DIR ?= .build/backups
+.PHONY: backup-before-rollout
+backup-before-rollout:
+	@test -x $(BIN) || { echo "no $(BIN): make push builds it"; exit 1; }
+	@new=$$($(BIN) schema); \
+	if ! $(KUBECTL) get deployment/prefect-push >/dev/null 2>&1; then \
+	  echo "no running relay (first deploy): nothing to back up"; exit 0; fi; \
+	running=$$($(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push status --json \
+	  | sed -n 's/.*"schema":\([0-9][0-9]*\).*/\1/p'); \
+	if [ "$$running" = "$$new" ]; then echo "store schema $$running, image schema $$new: no migration, no backup"; exit 0; fi; \
+	stamp=$$(date -u +%Y%m%dT%H%M%SZ); name=prefect-push-backup-$$stamp-schema$${running:-unknown}.db; \
+	echo "store schema $${running:-unreadable}, image schema $$new: backing up the store before the rollout"; \
+	$(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push backup /data/$$name || exit 1; \
+	mkdir -p $(BACKUP_DIR); \
+	$(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push backup - > $(BACKUP_DIR)/$$name || exit 1; \
+	echo "backup: /data/$$name on volume claim prefect-push-data, and $(BACKUP_DIR)/$$name here"; \
+	echo "to roll back: docs/operations.md \"Upgrades\" (prefect-push restore /data/$$name)"
+
+# check (the tests), ship the committed source, check the new configuration in a Job before the rollout, back the
+# store up when the new image's schema differs from the store's, wait for
 # the rollout, then `prefect-push check` inside the new pod (its Prefect URL, credential, APNs key and egress to
 # Apple, as the pod sees them) and $(BASE_PATH_K8S)/health. SKIP_TESTS=1 leaves out the tests. The rollout's bound
 # covers the pod's start, minReadySeconds (90) and the start-up bound of /health (HEALTH_STARTUP_SECONDS, 60).
 ROLLOUT_TIMEOUT ?= 330s
 deploy:
-	@echo "==> 1/7 the committed source only"
+	@echo "==> 1/8 the committed source only"
 	@git diff --quiet HEAD || { echo "uncommitted changes: deploy ships the committed source; commit first"; exit 1; }
-	@echo "==> 2/7 tests"
+	@echo "==> 2/8 tests"
 	$(if $(SKIP_TESTS),@echo "skipped (SKIP_TESTS)",$(MAKE) --no-print-directory test)
-	@echo "==> 3/7 build the image and push it to $(IMAGE):$(IMAGE_TAG)"
+	@echo "==> 3/8 build the image and push it to $(IMAGE):$(IMAGE_TAG)"
 	$(MAKE) --no-print-directory push
-	@echo "==> 4/7 prefect-push check with the new image and configuration, beside the running relay"
+	@echo "==> 4/8 prefect-push check with the new image and configuration, beside the running relay"
 	$(MAKE) --no-print-directory check-job
-	@echo "==> 5/7 apply deploy/k8s to namespace $(NAMESPACE), image pinned by digest"
+	@echo "==> 5/8 back up the store if the new image migrates it"
+	$(MAKE) --no-print-directory backup-before-rollout
+	@echo "==> 6/8 apply deploy/k8s to namespace $(NAMESPACE), image pinned by digest"
 	$(MAKE) --no-print-directory apply
-	@echo "==> 6/7 wait for the new pod, then check its configuration from inside it"
+	@echo "==> 7/8 wait for the new pod, then check its configuration from inside it"
 	$(KUBECTL) rollout status deployment/prefect-push --timeout=$(ROLLOUT_TIMEOUT)
 	$(KUBECTL) exec deployment/prefect-push -- /usr/local/bin/prefect-push check
-	@echo "==> 7/7 $(BASE_PATH_K8S)/health"
+	@echo "==> 8/8 $(BASE_PATH_K8S)/health"
 	$(MAKE) --no-print-directory health
 
 # Creates or updates the APNs Secret from the .p8 file, then restarts the relay to load it.

@@ -29,14 +29,20 @@ package enum RelayMain {
     static let versionUsage = "--version    print the version and commit; with --verbose, also one line per library "
         + "built in or loaded, name version (linkage), as the image's SBOM lists them"
 
+    static let schemaUsage = "schema       print the store schema version this binary writes (a store with another is "
+        + "migrated up at start, or refused if newer), then exit"
+
     static func usage() -> String {
         var text = """
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | status [--json] | backup FILE | health | --help | --version [--verbose]]
+            usage: prefect-push [check | status [--json] [--device ID] [--run ID] | backup FILE | restore FILE | schema
+                   | health | --help | --version [--verbose]]
               \(CheckCommand.usage)
               \(StatusCommand.usage)
               \(BackupCommand.usage)
+              \(RestoreCommand.usage)
+              \(schemaUsage)
               \(HealthCommand.usage)
               \(versionUsage)
             Configuration comes from the environment:
@@ -96,7 +102,8 @@ package enum RelayMain {
         exit(0)
     }
 
-    /// `--help`, `--version`, `check`, `status`, `backup` and `health` run and exit here; no argument goes on to run the relay.
+    /// `--help`, `--version`, `check`, `status`, `backup`, `restore`, `schema` and `health` run and exit here; no
+    /// argument goes on to run the relay.
     private static func handleCommand() async {
         switch CommandLine.arguments.dropFirst().first {
         case "--help", "-h", "help":
@@ -119,6 +126,15 @@ package enum RelayMain {
             exit(BackupCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
         case "health":
             exit(await HealthCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
+        case "restore":
+            exit(RestoreCommand.run(arguments: Array(CommandLine.arguments.dropFirst(2)), environment: environment()))
+        case "schema":
+            guard CommandLine.arguments.count == 2 else {
+                Stderr.write("usage: prefect-push schema (takes no arguments)\n")
+                exit(2)
+            }
+            print(Store.migrations.count)
+            exit(0)
         case nil:
             return
         case let other?:

@@ -2,9 +2,10 @@ import CSQLite
 import Glibc
 import RelayCore
 
-/// `prefect-push status [--json]`: what the store at `DB_PATH` says now (`StoreStatus`): the waiting pauses and, per
-/// device, whether each of their pushes is pending (attempts, next try, last answer), delivered (when) or dropped
-/// (APNs' reason); the devices; the outbox.
+/// `prefect-push status [--json] [--device ID] [--run ID]`: what the store at `DB_PATH` says now (`StoreStatus`): the
+/// waiting pauses and, per device, whether each of their pushes is pending (attempts, next try, last answer),
+/// delivered (when) or dropped (APNs' reason); the devices; the outbox. `--device` and `--run` narrow it to one
+/// device or run, and add the ended pauses whose answers are still kept (a day, `AnswerRetention`).
 ///
 /// Safe while the relay runs: the store is opened read-only (`StoreCopy.openExisting`, never created or migrated),
 /// and everything is read in one deferred read transaction, so the relay's writes go on (WAL) and the report is one
@@ -13,19 +14,23 @@ import RelayCore
 /// usage error.
 enum StatusCommand {
     static let usage = "status       the waiting pauses, each device's pushes, the devices and the outbox, read-only "
-        + "from DB_PATH while the relay runs (--json for scripts), then exit"
+        + "from DB_PATH while the relay runs (--json for scripts; --device ID, --run ID for one device or run, ended "
+        + "pauses of the last day included), then exit"
 
     static func run(arguments: [String], environment: [String: String]) -> Int32 {
         signal(SIGPIPE, SIG_IGN)
-        guard arguments.isEmpty || arguments == ["--json"] else {
-            Stderr.write("usage: prefect-push status [--json] (DB_PATH names the store to read)\n")
+        let query: StatusQuery
+        do {
+            query = try StatusQuery.parse(arguments)
+        } catch {
+            Stderr.write(error.description + "\n")
             return 2
         }
-        let asJSON = arguments == ["--json"]
+        let asJSON = query.json
         let path = Config.dbPath(environment: environment)
         let now = SystemClock.unixNow()
         do {
-            let status = try read(path: path)
+            let status = try read(path: path, query: query)
             print(asJSON ? status.json(path: path, now: now).encoded() : status.text(path: path, now: now),
                   terminator: asJSON ? "\n" : "")
             return 0
@@ -57,7 +62,7 @@ enum StatusCommand {
     // MARK: - Reading
 
     /// The store's status, read in one read transaction on a read-only connection.
-    static func read(path: String) throws -> StoreStatus {
+    static func read(path: String, query: StatusQuery = StatusQuery()) throws -> StoreStatus {
         let db = try StoreCopy.openExisting(path)
         try db.execute("BEGIN DEFERRED")
         defer { _ = sqlite3_exec(db.handle, "ROLLBACK", nil, nil, nil) }  // a read transaction: nothing to keep
@@ -72,16 +77,25 @@ enum StatusCommand {
                              fix: "start the relay of this version once (it migrates the store), or run the "
                                  + "prefect-push that wrote it")
         }
+        // Unfiltered: the waiting pauses. Filtered: the run's pauses, or the waiting pauses and the ended ones the
+        // device has an answer or a push for.
+        let filters: [SQLValue] = [.integer(query.isFiltered ? 1 : 0), .text(query.run), .text(query.device)]
         let pauses = try db.prepare("""
-            SELECT \(Store.pauseColumns), props FROM pauses WHERE ended_at IS NULL ORDER BY paused_at, state_id
-            """).query { row -> StoreStatus.Pause in
+            SELECT \(Store.pauseColumns), props FROM pauses
+            WHERE (?1 = 1 OR ended_at IS NULL) AND (?2 IS NULL OR run_id = ?2)
+              AND (?3 IS NULL OR ?2 IS NOT NULL OR ended_at IS NULL
+                   OR EXISTS (SELECT 1 FROM push_answers a WHERE a.state_id = pauses.state_id AND a.device_id = ?3)
+                   OR EXISTS (SELECT 1 FROM outbox o JOIN outbox_messages m ON m.id = o.message_id
+                              WHERE m.state_id = pauses.state_id AND o.device_id = ?3))
+            ORDER BY paused_at, state_id
+            """).query(filters) { row -> StoreStatus.Pause in
             let props = row.optionalString(9).flatMap { try? JSONParser.parse($0) }
             return StoreStatus.Pause(record: Store.pause(from: row), flowName: props?["flowName"]?.string ?? "",
                                      runName: props?["runName"]?.string ?? "")
         }
-        let devices = try db.prepare("SELECT \(Store.deviceColumns) FROM devices ORDER BY id").query {
-            try Store.device(from: $0, offset: 0)
-        }
+        let devices = try db.prepare("SELECT \(Store.deviceColumns) FROM devices WHERE ?1 IS NULL OR id = ?1 ORDER BY id")
+            .query([.text(query.device)]) { try Store.device(from: $0, offset: 0) }
+        let shown = Set(pauses.map(\.record.stateID))
         let pending = try db.prepare("""
             SELECT m.state_id, o.device_id, m.purpose, o.attempts, o.due_ms
             FROM outbox o JOIN outbox_messages m ON m.id = o.message_id ORDER BY o.due_ms, o.id
@@ -91,8 +105,8 @@ enum StatusCommand {
         }
         let answers = try db.prepare("""
             SELECT state_id, device_id, purpose, status, reason, answered_ms FROM push_answers
-            WHERE state_id IN (SELECT state_id FROM pauses WHERE ended_at IS NULL) ORDER BY answered_ms
-            """).query(row: answer(from:))
+            WHERE ?1 IS NULL OR device_id = ?1 ORDER BY answered_ms
+            """).query([.text(query.device)], row: answer(from:)).filter { shown.contains($0.stateID) }
         // SQLite takes a bare column's value from the row max() chose.
         var history: [String: StoreStatus.DeviceHistory] = [:]
         for (id, delivered) in try db.prepare("""
@@ -109,7 +123,7 @@ enum StatusCommand {
         let oldest = try db.prepare("""
             SELECT min(m.created_ms) FROM outbox o JOIN outbox_messages m ON m.id = o.message_id
             """).query { $0.optionalInt64(0) }.first ?? nil
-        return StoreStatus(schemaVersion: version, pauses: pauses, devices: devices, pending: pending,
+        return StoreStatus(schemaVersion: version, query: query, pauses: pauses, devices: devices, pending: pending,
                            answers: answers, history: history, oldestPendingMs: oldest)
     }
 

@@ -80,8 +80,8 @@ extension Store {
 
     /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled, and a
     /// message whose last row went goes with it (its body is only read to send its rows). `answers` are kept for
-    /// `prefect-push status` in the same transaction, while their pause waits: an ended pause's are not (its end
-    /// deletes them), so the store holds answers for the waiting pauses only, whatever the number of devices.
+    /// `prefect-push status` in the same transaction, for a pause still stored, waiting or ended (its end push's
+    /// answers come after its end); `pruneAnswers` bounds what ended pauses keep.
     func settle(_ results: [(id: Int64, verdict: OutboxVerdict)], answers: [PushAnswer] = []) throws {
         guard !results.isEmpty || !answers.isEmpty else { return }
         let delete = try statement("DELETE FROM outbox WHERE id = ?1 RETURNING message_id")
@@ -91,7 +91,7 @@ extension Store {
             """)
         let keep = try statement("""
             INSERT INTO push_answers (state_id, device_id, purpose, status, reason, answered_ms)
-            SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM pauses WHERE state_id = ?1 AND ended_at IS NULL)
+            SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM pauses WHERE state_id = ?1)
             ON CONFLICT (state_id, device_id, purpose) DO UPDATE
             SET status = excluded.status, reason = excluded.reason, answered_ms = excluded.answered_ms
             """)
@@ -116,13 +116,13 @@ extension Store {
     @discardableResult
     func pruneOutbox(now: Int64, wallMs: Int64 = 0) throws -> Int {
         try database.transaction {
-            // What status shows for them, while their pause waits: dropped unsent at their expiry. (SQLite's upsert
-            // after a SELECT needs its WHERE to parse.)
+            // What status shows for them: dropped unsent at their expiry. (SQLite's upsert after a SELECT needs its
+            // WHERE to parse.)
             try statement("""
                 INSERT INTO push_answers (state_id, device_id, purpose, status, reason, answered_ms)
                 SELECT m.state_id, o.device_id, m.purpose, 0, ?2, ?3
                 FROM outbox o JOIN outbox_messages m ON m.id = o.message_id JOIN pauses p ON p.state_id = m.state_id
-                WHERE m.expires_at <= ?1 AND p.ended_at IS NULL
+                WHERE m.expires_at <= ?1
                 ON CONFLICT (state_id, device_id, purpose) DO UPDATE
                 SET status = excluded.status, reason = excluded.reason, answered_ms = excluded.answered_ms
                 """).execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs)])

@@ -31,8 +31,8 @@ extension Store {
     }
 
     /// Ends a waiting pause with the run's new state name, and drops its alert, start and reminder pushes still
-    /// queued (news about a run that moved on) and the answers kept for `status`. True only the first time, so the
-    /// activity is ended once.
+    /// queued (news about a run that moved on). The answers kept for `status` stay, for `AnswerRetention.keepFor`
+    /// (`pruneAnswers`). True only the first time, so the activity is ended once.
     @discardableResult
     func markEnded(stateID: String, state: String?, at time: Int64) throws -> Bool {
         let end = try statement("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL")
@@ -41,11 +41,9 @@ extension Store {
         let drop = try statement("""
             DELETE FROM outbox_messages WHERE state_id = ?1 AND purpose IN ('alert', 'start', 'reminder')
             """)
-        let forget = try statement("DELETE FROM push_answers WHERE state_id = ?1")
         return try database.transaction {
             guard try end.execute([.text(stateID), .text(state), .integer(time)]) > 0 else { return false }
             try drop.execute([.text(stateID)])
-            try forget.execute([.text(stateID)])
             return true
         }
     }

@@ -84,7 +84,7 @@ enum StoreCopy {
 
     /// `sqlite3_backup_init`, one whole step, `sqlite3_backup_finish`. The backup handle lives only in this function;
     /// `finish` frees it on every path and reports the step's error, if there was one.
-    private static func runBackup(from source: Database, into destination: Database) throws {
+    static func runBackup(from source: Database, into destination: Database) throws {
         guard let backup = sqlite3_backup_init(destination.handle, "main", source.handle, "main") else {
             throw SQLiteError(code: sqlite3_extended_errcode(destination.handle), db: destination.handle)
         }

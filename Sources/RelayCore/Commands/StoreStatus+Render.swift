@@ -5,13 +5,24 @@ extension StoreStatus {
 
     public func text(path: String, now: Double) -> String {
         var out = "store: \(path), schema \(schemaVersion)\n"
-        out += "waiting pauses: \(pauses.count)\n"
+        if query.isFiltered {
+            let filters = [query.run.map { "run \($0)" }, query.device.map { "device \($0)" }].compactMap { $0 }
+            let ended = pauses.filter { $0.record.endedAt != nil }.count
+            out += "filter: \(filters.joined(separator: ", ")) (ended pauses' answers are kept a day)\n"
+            out += "pauses: \(pauses.count) (\(pauses.count - ended) waiting, \(ended) ended)\n"
+        } else {
+            out += "waiting pauses: \(pauses.count)\n"
+        }
         for pause in pauses {
-            out += "  " + pauseLine(pause, now: now) + "\n"
+            out += "  " + (query.isFiltered ? (pause.record.endedAt == nil ? "waiting: " : "ended: ") : "")
+                + pauseLine(pause, now: now) + "\n"
             for device in devices {
                 out += "    \(device.id): " + outcomeText(outcome(of: pause.record, for: device), device: device,
                                                         now: now) + "\n"
             }
+        }
+        if let device = query.device, devices.isEmpty {
+            out += "no device \(device) is registered (an unregistered device's answers go with it)\n"
         }
         out += "devices: \(devices.count)\n"
         for device in devices {
@@ -35,6 +46,13 @@ extension StoreStatus {
         var line = "run \(p.runID)"
         let names = [pause.flowName, pause.runName].filter { !$0.isEmpty }
         if !names.isEmpty { line += " (\(names.joined(separator: " / ")))" }
+        if let ended = p.endedAt {
+            line += ", \(p.stateName) at \(Timestamp.format(Double(p.pausedAt))), ended \(Self.ago(Double(ended), now: now))"
+                + " (\(p.endedState ?? "state unknown") after \(Self.duration(Double(ended - p.pausedAt))))"
+            line += p.announcedAt == nil ? ", not announced" : ", announced"
+            if p.remindedAt != nil { line += ", reminded" }
+            return line + ", state \(p.stateID)"
+        }
         line += ", \(p.stateName) since \(Timestamp.format(Double(p.pausedAt))) "
             + "(\(Self.duration(now - Double(p.pausedAt))))"
         if let timeout = p.timeoutAt {
@@ -53,6 +71,7 @@ extension StoreStatus {
         case .notAnnounced: return "nothing sent (the pause was over 15 minutes old when first seen)"
         case .registeredLater: return "nothing sent (registered after the announce)"
         case .answered: return "answered (before this version kept APNs' answers: see the apns.* log lines)"
+        case .noneKept: return "no answer kept (past the store's row cap, or ended before answers were kept after the end)"
         case .pushes(let fates): return fates.map { fateText($0, now: now) }.joined(separator: "; ")
         }
     }
@@ -79,12 +98,19 @@ extension StoreStatus {
     public func json(path: String, now: Double) -> JSONValue {
         var outbox: [String: JSONValue] = ["pending": .int(Int64(pending.count))]
         if let oldest = oldestPendingMs { outbox["oldest_stored_ms"] = .int(oldest) }
-        return [
+        var object: [String: JSONValue] = [
             "store": .string(path), "schema": .int(Int64(schemaVersion)), "now": .int(Int64(now)),
             "pauses": .array(pauses.map { pauseJSON($0, now: now) }),
             "devices": .array(devices.map(deviceJSON)),
             "outbox": .object(outbox),
         ]
+        if query.isFiltered {
+            var filter: [String: JSONValue] = [:]
+            if let run = query.run { filter["run"] = .string(run) }
+            if let device = query.device { filter["device"] = .string(device) }
+            object["filter"] = .object(filter)
+        }
+        return .object(object)
     }
 
     private func pauseJSON(_ pause: Pause, now: Double) -> JSONValue {
@@ -92,8 +118,14 @@ extension StoreStatus {
         var object: [String: JSONValue] = [
             "run_id": .string(p.runID), "state_id": .string(p.stateID), "state_name": .string(p.stateName),
             "flow_name": .string(pause.flowName), "run_name": .string(pause.runName), "paused_at": .int(p.pausedAt),
-            "waiting_s": .int(max(0, Int64(now) - p.pausedAt)),
+            "phase": .string(p.endedAt == nil ? "waiting" : "ended"),
         ]
+        if let ended = p.endedAt {
+            object["ended_at"] = .int(ended)
+            if let state = p.endedState { object["ended_state"] = .string(state) }
+        } else {
+            object["waiting_s"] = .int(max(0, Int64(now) - p.pausedAt))
+        }
         if let timeout = p.timeoutAt { object["timeout_at"] = .int(timeout) }
         if let announced = p.announcedAt { object["announced_at"] = .int(announced) }
         if let reminded = p.remindedAt { object["reminded_at"] = .int(reminded) }

@@ -2,7 +2,8 @@
 /// the outbox. Read from the store in one read transaction (`StatusCommand`); rendered here, as text or JSON.
 ///
 /// A push is in the outbox until APNs has answered it for good; its last answer is kept (`PushAnswer`) while its
-/// pause waits, so the status says delivered when, dropped why, or pending after what.
+/// pause waits and a day after it ends (`AnswerRetention`), so the status says delivered when, dropped why, or pending
+/// after what. Filtered (`StatusQuery`), it shows the ended pauses of that run or device too.
 public struct StoreStatus: Sendable, Equatable {
     public struct Pause: Sendable, Equatable {
         public var record: PauseRecord
@@ -37,19 +38,24 @@ public struct StoreStatus: Sendable, Equatable {
     }
 
     public var schemaVersion: Int
+    /// What was asked for: unfiltered, the waiting pauses and every device; filtered, the run's or the device's
+    /// pauses, waiting and ended, and that device only.
+    public var query: StatusQuery
     public var pauses: [Pause]
     public var devices: [Device]
     public var pending: [Pending]
-    /// APNs' last answers kept for the waiting pauses' pushes.
+    /// APNs' last answers kept for the pushes of `pauses`.
     public var answers: [PushAnswer]
-    /// Per device id, from every answer the store keeps (those of the waiting pauses).
+    /// Per device id, from every answer the store keeps (waiting pauses', and ended ones' for a day).
     public var history: [String: DeviceHistory]
     /// When the oldest push still in the outbox was stored, unix ms; nil when it is empty.
     public var oldestPendingMs: Int64?
 
-    public init(schemaVersion: Int, pauses: [Pause], devices: [Device], pending: [Pending],
-                answers: [PushAnswer] = [], history: [String: DeviceHistory] = [:], oldestPendingMs: Int64?) {
+    public init(schemaVersion: Int, query: StatusQuery = StatusQuery(), pauses: [Pause], devices: [Device],
+                pending: [Pending], answers: [PushAnswer] = [], history: [String: DeviceHistory] = [:],
+                oldestPendingMs: Int64?) {
         self.schemaVersion = schemaVersion
+        self.query = query
         self.pauses = pauses
         self.devices = devices
         self.pending = pending
@@ -108,6 +114,9 @@ public struct StoreStatus: Sendable, Equatable {
         case pushes([Fate])
         /// Announced, nothing pending and no answer kept: answered by a version that kept no answers.
         case answered
+        /// An ended pause with no answer kept for the device: the row cap took them, or the pause ended before this
+        /// version kept answers past the end.
+        case noneKept
 
         /// The worst of it: pending, else dropped, else delivered.
         public var label: String {
@@ -115,6 +124,7 @@ public struct StoreStatus: Sendable, Equatable {
             case .notAnnounced: return "not_announced"
             case .registeredLater: return "registered_later"
             case .answered: return "answered"
+            case .noneKept: return "none_kept"
             case .pushes(let fates):
                 for label in ["pending", "dropped"] where fates.contains(where: { $0.label == label }) { return label }
                 return "delivered"
@@ -132,7 +142,8 @@ public struct StoreStatus: Sendable, Equatable {
         }
         if !fates.isEmpty { return .pushes(fates.sorted { Self.rank($0.purpose) < Self.rank($1.purpose) }) }
         guard let announced = pause.announcedAt else { return .notAnnounced }
-        return device.createdAt > announced ? .registeredLater : .answered
+        if device.createdAt > announced { return .registeredLater }
+        return pause.endedAt == nil ? .answered : .noneKept
     }
 
     private static func rank(_ purpose: String) -> Int {

@@ -1,6 +1,7 @@
 /// What APNs last answered for one stored push, kept after its outbox row is gone (`Store.settle`), so
 /// `prefect-push status` can say what became of a pause's pushes to a device: delivered and when, dropped and why,
-/// or still retried after what. One per waiting pause, device and purpose; the newest answer wins.
+/// or still retried after what. One per pause, device and purpose; the newest answer wins. Kept while the pause
+/// waits and for a while after it ends (`AnswerRetention`).
 public struct PushAnswer: Sendable, Equatable {
     public var stateID: String
     public var deviceID: String

@@ -100,6 +100,70 @@ import Testing
         #expect(devices.first { $0["id"] == "quiet-phone" }?["last_delivery_ms"] == nil)
     }
 
+    /// `--device` and `--run`: the ended pause of `run-done` (its alert and end delivered to `done-phone`) is shown
+    /// beside the waiting one, labelled, in text and JSON, until its answers are pruned; bad filters exit 2.
+    @Test func filtersShowEndedPausesAnswersUntilPruned() throws {
+        let directory = TestFiles.temporaryDirectory()
+        defer { TestFiles.removeTree(directory) }
+        let db = directory + "/relay.db"
+        try Self.writeStore(db)
+        do {
+            let store = try Store(path: db)
+            try store.insertPause(PauseRecord(stateID: "state-done", runID: "run-done", stateName: "Paused",
+                                              pausedAt: Self.now - 50, announcedAt: Self.now - 50))
+            try store.settle([], answers: ["alert", "end"].map {
+                PushAnswer(stateID: "state-done", deviceID: "done-phone", purpose: $0, status: 200,
+                           reason: "delivered", answeredMs: (Self.now - 45) * 1000)
+            })
+            #expect(try store.markEnded(stateID: "state-done", state: "Completed", at: Self.now - 40))
+        }
+
+        let byDevice = try run("status --device done-phone", db: db, in: directory)
+        #expect(byDevice.code == 0, "\(byDevice.out)")
+        #expect(byDevice.out.contains("filter: device done-phone (ended pauses' answers are kept a day)\n"), "\(byDevice.out)")
+        #expect(byDevice.out.contains("pauses: 2 (1 waiting, 1 ended)\n"), "\(byDevice.out)")
+        #expect(byDevice.out.contains("\n  waiting: run run-7 (nightly-deploy / brave-otter), Paused since"), "\(byDevice.out)")
+        #expect(byDevice.out.contains("\n  ended: run run-done, Paused at "), "\(byDevice.out)")
+        #expect(byDevice.out.contains("(Completed after 10s), announced, state state-done\n    done-phone: alert delivered "),
+                "\(byDevice.out)")
+        #expect(byDevice.out.contains("; end delivered "), "\(byDevice.out)")
+        #expect(byDevice.out.contains("devices: 1\n") && !byDevice.out.contains("pending-phone"), "\(byDevice.out)")
+
+        let byRun = try run("status --run run-done --json", db: db, in: directory)
+        #expect(byRun.code == 0, "\(byRun.out)")
+        let parsed = try JSONParser.parse(byRun.out)
+        #expect(parsed["filter"]?["run"] == "run-done" && parsed["filter"]?["device"] == nil)
+        let pauses = try #require(parsed["pauses"]?.array)
+        #expect(pauses.count == 1)
+        #expect(pauses.first?["phase"] == "ended" && pauses.first?["ended_state"] == "Completed")
+        #expect(pauses.first?["ended_at"] == .int(Self.now - 40))
+        let outcomes = try #require(pauses.first?["devices"]?.array)
+        #expect(outcomes.count == 4)
+        let done = try #require(outcomes.first { $0["device"] == "done-phone" })
+        #expect(done["outcome"] == "delivered")
+        #expect(done["pushes"]?.array?.map { $0["purpose"] } == ["alert", "end"])
+        #expect(outcomes.first { $0["device"] == "quiet-phone" }?["outcome"] == "none_kept")
+
+        let both = try JSONParser.parse(try run("status --json --device done-phone --run run-7", db: db, in: directory).out)
+        #expect(both["pauses"]?.array?.map { $0["phase"] } == ["waiting"])
+        #expect(both["devices"]?.array?.map { $0["id"] } == ["done-phone"])
+
+        // A day after the end the answers go; the pause itself is still listed by run, with none kept.
+        do { #expect(try Store(path: db).pruneAnswers(now: Self.now - 40 + 86_400) == 2) }
+        let pruned = try run("status --device done-phone", db: db, in: directory)
+        #expect(pruned.out.contains("pauses: 1 (1 waiting, 0 ended)\n"), "\(pruned.out)")
+        let prunedRun = try JSONParser.parse(try run("status --json --run run-done", db: db, in: directory).out)
+        let afterPrune = prunedRun["pauses"]?.array?.first?["devices"]?.array
+        #expect(afterPrune?.first { $0["device"] == "done-phone" }?["outcome"] == "none_kept")
+
+        for bad in ["--device", "--run --json", "--device a --device b", "--json --json"] {
+            let usage = try run("status " + bad, db: db, in: directory)
+            #expect(usage.code == 2, "status \(bad): \(usage.out)")
+            #expect(usage.out.contains("usage: prefect-push status [--json] [--device ID] [--run ID]"), "\(usage.out)")
+        }
+        #expect(try run("status --device", db: db, in: directory).out.contains("--device needs an id after it"))
+    }
+
     @Test func missingOrDamagedStoreAndUsage() throws {
         let directory = TestFiles.temporaryDirectory()
         defer { TestFiles.removeTree(directory) }

@@ -142,9 +142,10 @@ import Testing
             """) { "\($0.string(0)) \($0.string(1)) \($0.string(2)) \($0.int64(3)) \($0.string(4)) \($0.int64(5))" }
     }
 
-    /// APNs' last answer per pause, device and purpose is kept with the settle (the newest wins) while the pause
-    /// waits, goes when the device is unregistered and when the pause ends, and is not kept for an ended pause.
-    @Test func answersAreKeptWithTheSettleAndPrunedWithThePause() throws {
+    /// APNs' last answer per pause, device and purpose is kept with the settle (the newest wins), goes when the
+    /// device is unregistered, and stays when the pause ends, with its end push's answer kept too, until
+    /// `pruneAnswers` finds it a day past the end.
+    @Test func answersAreKeptPastThePausesEndThenPruned() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
         let phones = try devices(store, 2)
@@ -161,17 +162,39 @@ import Testing
 
         #expect(try store.deleteDevice(id: "d0"))
         #expect(try answers(store) == ["s1 d1 alert 200 delivered 11"])
-        // A waiting pause keeps its answers; its end forgets them, and an answer that comes after (its end push's)
-        // is not kept.
-        #expect(try store.prunePauses(endedBefore: 1_000) == 0)
-        #expect(try answers(store).count == 1)
         #expect(try store.markEnded(stateID: "s1", state: "Running", at: 50))
-        #expect(try answers(store).isEmpty)
         let ends = try store.enqueue([OutboxBatch(message: message(.end), recipients: [(phones[1], phones[1].token)])],
                                      dueMs: 0)
         try store.settle([(ends[0].id, .settled)], answers: [PushAnswer(stateID: "s1", deviceID: "d1", purpose: "end",
                                                                         status: 200, reason: "delivered", answeredMs: 60)])
+        #expect(try answers(store) == ["s1 d1 alert 200 delivered 11", "s1 d1 end 200 delivered 60"])
+        #expect(try store.pruneAnswers(now: 50 + 86_399) == 0)
+        #expect(try answers(store).count == 2)
+        #expect(try store.pruneAnswers(now: 50 + 86_400) == 2)
         #expect(try answers(store).isEmpty)
+        #expect(try store.pause(stateID: "s1") != nil)  // the pause itself goes with prunePauses
+    }
+
+    /// Over the row cap, the answers of the pause that ended first go, whole; a waiting pause's stay.
+    @Test func overTheCapTheFirstEndedPausesAnswersGo() throws {
+        let dir = try StoreScratch()
+        let store = try dir.store()
+        let phones = try devices(store, 3)
+        for (state, ended) in [("first", Int64(100)), ("second", 200), ("waiting", nil)] as [(String, Int64?)] {
+            try store.insertPause(PauseRecord(stateID: state, runID: "run-" + state, stateName: "Paused", pausedAt: 1,
+                                              announcedAt: 1))
+            try store.settle([], answers: phones.map {
+                PushAnswer(stateID: state, deviceID: $0.id, purpose: "alert", status: 200, reason: "delivered",
+                           answeredMs: 5_000)
+            })
+            if let ended { #expect(try store.markEnded(stateID: state, state: "Completed", at: ended)) }
+        }
+        #expect(try answers(store).count == 9)
+        let cap = AnswerRetention(keepFor: 86_400, maxRows: 7)
+        #expect(try store.pruneAnswers(now: 300, retention: cap) == 3)
+        #expect(try Set(answers(store).map { String($0.split(separator: " ")[0]) }) == ["second", "waiting"])
+        #expect(try store.pruneAnswers(now: 300, retention: AnswerRetention(keepFor: 86_400, maxRows: 1)) == 3)
+        #expect(try Set(answers(store).map { String($0.split(separator: " ")[0]) }) == ["waiting"])
     }
 
     @Test func aFailedTransactionQueuesNothing() throws {
