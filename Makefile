@@ -209,9 +209,10 @@ test-unprivileged:
 lint:
 	$(PYTHON) tools/long_functions.py
 
-# Every manifest in deploy/k8s (and, with kubectl, the kustomize output) against the Kubernetes schemas, strictly
-# (unknown fields are errors). A deliberately broken copy must fail too, so a validator that passes everything
-# can't go unnoticed.
+# Every manifest in deploy/k8s (and, with kubectl, the kustomize output: deploy/k8s, with check/, and with check/ and
+# check/candidate as `make apns-key` renders it) against the Kubernetes schemas, strictly (unknown fields are errors).
+# A deliberately broken copy must fail too, so a validator that passes everything can't go unnoticed. Then
+# tools/check-apns-key.py runs `make apns-key`'s script against a fake kubectl (a few seconds).
 # The systemd unit as systemd reads it (systemd-analyze verify), any warning failing it. The copy checked starts
 # /bin/true, since the binary is not installed here; everything else is the shipped unit's.
 systemd-verify: deps-systemd
@@ -234,12 +235,18 @@ k8s-validate: $(KUBERNETES_VALIDATE)
 	  mkdir -p .build/k8s-check-overlay && \
 	  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources: [../../deploy/k8s]' \
 	    'components: [../../deploy/k8s/check]' > .build/k8s-check-overlay/kustomization.yaml && \
+	  mkdir -p .build/k8s-candidate-overlay && \
+	  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources: [../../deploy/k8s]' \
+	    'components: [../../deploy/k8s/check, ../../deploy/k8s/check/candidate]' \
+	    > .build/k8s-candidate-overlay/kustomization.yaml && \
 	  kubectl kustomize deploy/k8s > .build/k8s-rendered.yaml && \
 	  kubectl kustomize .build/k8s-check-overlay > .build/k8s-check-rendered.yaml && \
+	  kubectl kustomize .build/k8s-candidate-overlay > .build/k8s-candidate-rendered.yaml && \
 	  $(KUBERNETES_VALIDATE) --strict --quiet -k $(KUBERNETES_VERSION) .build/k8s-rendered.yaml \
-	    .build/k8s-check-rendered.yaml || exit 1; \
-	  echo "kustomize output valid (deploy/k8s, and with the check/ Component)"; \
-	  rendered="--rendered .build/k8s-rendered.yaml .build/k8s-check-rendered.yaml"; \
+	    .build/k8s-check-rendered.yaml .build/k8s-candidate-rendered.yaml || exit 1; \
+	  echo "kustomize output valid (deploy/k8s, with the check/ Component, and with check/candidate too)"; \
+	  rendered="--rendered .build/k8s-rendered.yaml .build/k8s-check-rendered.yaml \
+	    --candidate .build/k8s-candidate-rendered.yaml"; \
 	else echo "kubectl not found: kustomize output not rendered"; fi; \
 	$(VENV)/bin/python tools/check-k8s.py --dir deploy/k8s --makefile Makefile $$rendered
 	@# Each broken copy must fail tools/check-k8s.py (and must differ from the original: a stale edit fails too).
@@ -251,13 +258,18 @@ k8s-validate: $(KUBERNETES_VALIDATE)
 	          'deployment.yaml s|minReadySeconds: .*|minReadySeconds: 30|' \
 	          'prefect-push.env s|^HEALTH_STARTUP_SECONDS=.*|HEALTH_STARTUP_SECONDS=120|' \
 	          'check/check-job.yaml s|value: /data/prefect-push.db|value: /tmp/prefect-push.db|' \
-	          'deployment.yaml s|terminationMessagePolicy: FallbackToLogsOnError|terminationMessagePolicy: File|'; do \
+	          'deployment.yaml s|terminationMessagePolicy: FallbackToLogsOnError|terminationMessagePolicy: File|' \
+	          'check/check-job.yaml s|mountPath: /run/secrets/apns$$|mountPath: /run/secrets/apns-key|' \
+	          'deployment.yaml s|defaultMode: 0400|defaultMode: 0444|' \
+	          'secrets.example.yaml s|^  AuthKey.p8: |  APNS_KEY: |'; do \
 	  file=$${m%% *}; edit=$${m#* }; copy=.build/k8s-broken-dir; \
 	  rm -rf $$copy && cp -r deploy/k8s $$copy && sed -i "$$edit" $$copy/$$file; \
 	  if cmp -s deploy/k8s/$$file $$copy/$$file; then echo "k8s-validate: '$$m' changed nothing"; exit 1; fi; \
 	  $(VENV)/bin/python tools/check-k8s.py --dir $$copy >/dev/null; rc=$$?; \
 	  if [ $$rc -ne 1 ]; then echo "tools/check-k8s.py: exit $$rc for a broken copy ($$file: $$edit), not 1"; exit 1; fi; \
-	done; echo "tools/check-k8s.py refuses each of 9 broken copies"
+	done; echo "tools/check-k8s.py refuses each of 12 broken copies"
+	@# make apns-key's steps against a fake kubectl: the key checked as a candidate before anything changes.
+	$(VENV)/bin/python tools/check-apns-key.py
 	@echo "manifests valid"
 
 # deploy/prometheus: the alert rules are valid and pass their promtool unit tests (alerts.test.yaml), and every
@@ -614,16 +626,8 @@ check-job:
 	printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'namespace: $(NAMESPACE)' \
 	  'resources: [../../deploy/k8s]' 'components: [../../deploy/k8s/check]' 'images:' '- name: prefect-push' \
 	  '  newName: $(IMAGE)' "  digest: $$(cat .build/image.digest)" > $(CHECK_OVERLAY)/kustomization.yaml
-	@# A Job's pod template can't change: the last one goes first.
-	$(KUBECTL) delete job prefect-push-check --ignore-not-found --wait=true
-	$(KUBECTL) apply -k $(CHECK_OVERLAY)
-	@state=""; for i in $$(seq 1 $$(( $(CHECK_JOB_SECONDS) / 2 ))); do \
-	  state=$$($(KUBECTL) get job prefect-push-check -o jsonpath='{.status.succeeded}/{.status.failed}'); \
-	  case $$state in 1/*|*/1) break ;; esac; sleep 2; done; \
-	$(KUBECTL) logs job/prefect-push-check --tail=100 || true; \
-	case $$state in 1/*) echo "check Job passed" ;; \
-	  */1) echo "check Job failed: nothing else applied, the old relay still runs; fix what its failed lines name"; exit 1 ;; \
-	  *) echo "check Job unfinished after $(CHECK_JOB_SECONDS) s (pod not scheduled? $(KUBECTL) describe job prefect-push-check)"; exit 1 ;; esac
+	KUBECTL="$(KUBECTL)" deploy/check-job.sh $(CHECK_OVERLAY) $(CHECK_JOB_SECONDS) || \
+	  { echo "nothing else applied, the old relay still runs"; exit 1; }
 
 # Before a rollout whose store schema differs from the running relay's, an online backup of the store with the running
 # relay's own `prefect-push backup` (its pod, its binary: the schema it can read back): one file on the volume beside
@@ -674,18 +678,15 @@ deploy:
 	@echo "==> 8/8 $(BASE_PATH_K8S)/health"
 	$(MAKE) --no-print-directory health
 
-# Creates or updates the APNs Secret from the .p8 file, then restarts the relay to load it.
+# Creates or replaces the APNs Secret from the .p8 file, but only once `prefect-push check` has accepted the key in a
+# Job (under the candidate Secret prefect-push-apns-candidate, mounted as the relay mounts its key, with the running
+# relay's image); then restarts the relay to load it. A refused key changes nothing: its failed lines, exit 1.
+# deploy/apns-key.sh has each step; docs/operations.md "Rotate the APNs key" when to revoke the old key.
 #   make apns-key KEY=~/Downloads/AuthKey_XXXXXXXXXX.p8 KEY_ID=XXXXXXXXXX TEAM_ID=YYYYYYYYYY
 apns-key:
-	@test -n "$(KEY)" -a -n "$(KEY_ID)" -a -n "$(TEAM_ID)" || { echo "usage: make apns-key KEY=AuthKey_XXXXXXXXXX.p8 KEY_ID=XXXXXXXXXX TEAM_ID=YYYYYYYYYY"; exit 2; }
-	@test -r "$(KEY)" || { echo "cannot read $(KEY)"; exit 2; }
-	$(KUBECTL) create secret generic prefect-push-apns --dry-run=client -o yaml \
-	  --from-file=APNS_KEY=$(KEY) --from-literal=APNS_KEY_ID=$(KEY_ID) --from-literal=APNS_TEAM_ID=$(TEAM_ID) \
-	  | $(KUBECTL) apply -f -
-	@# Before the first deploy there is no relay to restart yet: the Secret is what its pod will need to start.
-	@if $(KUBECTL) get deployment/prefect-push >/dev/null 2>&1; then \
-	  $(KUBECTL) rollout restart deployment/prefect-push && \
-	  $(KUBECTL) rollout status deployment/prefect-push --timeout=$(ROLLOUT_TIMEOUT); fi
+	@KUBECTL="$(KUBECTL)" NAMESPACE=$(NAMESPACE) CHECK_JOB_SECONDS=$(CHECK_JOB_SECONDS) ROLLOUT_TIMEOUT=$(ROLLOUT_TIMEOUT) \
+	  IMAGE_REF="$$(test -s .build/image.digest && echo $(IMAGE)@$$(cat .build/image.digest))" \
+	  deploy/apns-key.sh "$(KEY)" "$(KEY_ID)" "$(TEAM_ID)"
 
 # The Deployment, its pod, volume claim and /push/health.
 status:

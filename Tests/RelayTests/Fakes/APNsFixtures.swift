@@ -16,6 +16,9 @@ enum APNsFixtures {
     static let teamID = "TEAM123456"
     static var keyPath: String { path("AuthKey_TESTKEY123.p8") }
     static var publicKeyPath: String { path("AuthKey_TESTKEY123.pub.pem") }
+    /// The key a rotation installs in place of the first.
+    static let rotatedKeyID = "ROTATED456"
+    static var rotatedKeyPath: String { path("AuthKey_ROTATED456.p8") }
 
     /// A relay's APNs settings for fakes listening on these ports: the test key, and the test CA to trust them.
     static func relayEnvironment(production: Int, development: Int) -> [String: String] {
@@ -45,6 +48,14 @@ extension FakeAPNs.Identity {
     static var test: FakeAPNs.Identity {
         FakeAPNs.Identity(certificateChainPath: APNsFixtures.path("server.pem"), privateKeyPath: APNsFixtures.path("server.key"),
                           jwtPublicKeyPath: APNsFixtures.publicKeyPath, keyID: APNsFixtures.keyID, teamID: APNsFixtures.teamID)
+    }
+
+    /// The test certificate, accepting provider tokens of the rotated key (`AuthKey_ROTATED456.p8`) only: Apple after
+    /// the old key was revoked.
+    static var rotated: FakeAPNs.Identity {
+        FakeAPNs.Identity(certificateChainPath: APNsFixtures.path("server.pem"), privateKeyPath: APNsFixtures.path("server.key"),
+                          jwtPublicKeyPath: APNsFixtures.path("AuthKey_ROTATED456.pub.pem"),
+                          keyID: APNsFixtures.rotatedKeyID, teamID: APNsFixtures.teamID)
     }
 
     /// The same, with a certificate for `apns.proxy.test` only: a name only the tests' CONNECT proxy resolves.

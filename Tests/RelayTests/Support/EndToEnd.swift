@@ -36,7 +36,7 @@ final class EndToEnd: @unchecked Sendable {
 
     var environment: [String: String] {
         APNsFixtures.relayEnvironment(production: production.port, development: development.port)
-            .merging(["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": PrefectServer.authString,
+            .merging(["PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": prefect.currentAuthString,
                       "DB_PATH": directory + "/relay.db", "LOG_LEVEL": "debug"]) { $1 }
             .merging(extraEnvironment) { $1 }
     }
@@ -63,7 +63,7 @@ final class EndToEnd: @unchecked Sendable {
         guard let relay else { throw TestFailure("no relay") }
         let body: JSONValue = ["id": "phone", "token": .string(Self.deviceToken), "start_token": .string(Self.startToken),
                                "environment": "development", "server_id": .string(serverID)]
-        let reply = try relay.http.request("POST", "/devices", headers: ["Authorization": PrefectServer.authorization],
+        let reply = try relay.http.request("POST", "/devices", headers: ["Authorization": prefect.currentAuthorization],
                                            body: body.encoded())
         guard reply.status == 200 else { throw TestFailure("register: \(reply.status) \(reply.body)") }
     }
@@ -71,7 +71,7 @@ final class EndToEnd: @unchecked Sendable {
     func registerActivity(runID: String) throws {
         guard let relay else { throw TestFailure("no relay") }
         let reply = try relay.http.request("PUT", "/devices/phone/activities/\(runID)",
-                                           headers: ["Authorization": PrefectServer.authorization],
+                                           headers: ["Authorization": prefect.currentAuthorization],
                                            body: #"{"token":"\#(Self.activityToken)"}"#)
         guard reply.status == 204 else { throw TestFailure("activity: \(reply.status) \(reply.body)") }
     }
@@ -81,7 +81,7 @@ final class EndToEnd: @unchecked Sendable {
         let idFile = directory + "/run-\(flows.count).id"
         var env = RelayMain.environment()
         env["PREFECT_API_URL"] = api
-        env["PREFECT_API_AUTH_STRING"] = PrefectServer.authString
+        env["PREFECT_API_AUTH_STRING"] = prefect.currentAuthString
         env["FLOW_RUN_ID_FILE"] = idFile
         env["PAUSE_TIMEOUT"] = String(timeout)
         env["PREFECT_HOME"] = directory + "/flow-home"
@@ -151,7 +151,7 @@ extension EndToEnd {
     func runSuspendedDeployment() throws -> String {
         var env = RelayMain.environment()
         env["PREFECT_API_URL"] = api
-        env["PREFECT_API_AUTH_STRING"] = PrefectServer.authString
+        env["PREFECT_API_AUTH_STRING"] = prefect.currentAuthString
         env["PREFECT_RUNNER_POLL_FREQUENCY"] = "1"
         env["PREFECT_HOME"] = directory + "/flow-home"
         let serve = try ChildProcess(PrefectServer.python, [TestFiles.packageRoot + "/tools/flows.py", "serve"],

@@ -14,10 +14,23 @@ actor PrefectServer {
     let port: Int
     let home: String
     private var process: ChildProcess?
+    /// The auth string it runs with (`PREFECT_SERVER_API_AUTH_STRING`): `authString` unless `rotate(to:)` changed it.
+    private let credential = Locked(PrefectServer.authString)
 
     init() {
         port = TestSocket.freePort()
         home = TestFiles.temporaryDirectory()
+    }
+
+    /// The credential it takes now, as a client's `PREFECT_API_AUTH_STRING` and as an `Authorization` header.
+    nonisolated var currentAuthString: String { credential.withLock { $0 } }
+    nonisolated var currentAuthorization: String { "Basic " + Base64.encode(Array(currentAuthString.utf8)) }
+
+    /// Stops the server and starts it again on the same port and database, taking only `authString` from then on.
+    func rotate(to authString: String) async throws {
+        stop()
+        credential.withLock { $0 = authString }
+        _ = try await apiURL()
     }
 
     static var binary: String {
@@ -54,7 +67,7 @@ actor PrefectServer {
         }
         var env = RelayMain.environment()
         env["PREFECT_HOME"] = home
-        env["PREFECT_SERVER_API_AUTH_STRING"] = PrefectServer.authString
+        env["PREFECT_SERVER_API_AUTH_STRING"] = currentAuthString
         env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
         env["PREFECT_UI_ENABLED"] = "false"
         env["PREFECT_SERVER_UI_ENABLED"] = "false"
@@ -88,7 +101,7 @@ actor PrefectServer {
     nonisolated func call(_ method: String, _ path: String, body: JSONValue? = nil) throws -> TestHTTP.Reply {
         var reply: TestHTTP.Reply?
         try poll(timeout: 3, every: 0.3) {
-            reply = try TestHTTP(port: port).request(method, "/api" + path, headers: ["Authorization": PrefectServer.authorization],
+            reply = try TestHTTP(port: port).request(method, "/api" + path, headers: ["Authorization": currentAuthorization],
                                                      body: body?.encoded())
             return reply?.status != 503
         }
