@@ -85,7 +85,7 @@ enum StatusCommand {
             WHERE (?1 = 1 OR ended_at IS NULL) AND (?2 IS NULL OR run_id = ?2)
               AND (?3 IS NULL OR ?2 IS NOT NULL OR ended_at IS NULL
                    OR EXISTS (SELECT 1 FROM push_answers a WHERE a.state_id = pauses.state_id AND a.device_id = ?3)
-                   OR EXISTS (SELECT 1 FROM outbox o JOIN outbox_messages m ON m.id = o.message_id
+                   OR EXISTS (SELECT 1 FROM pending_pushes o JOIN outbox_messages m ON m.id = o.message_id
                               WHERE m.state_id = pauses.state_id AND o.device_id = ?3))
             ORDER BY paused_at, state_id
             """).query(filters) { row -> StoreStatus.Pause in
@@ -98,7 +98,7 @@ enum StatusCommand {
         let shown = Set(pauses.map(\.record.stateID))
         let pending = try db.prepare("""
             SELECT m.state_id, o.device_id, m.purpose, o.attempts, o.due_ms
-            FROM outbox o JOIN outbox_messages m ON m.id = o.message_id ORDER BY o.due_ms, o.id
+            FROM pending_pushes o JOIN outbox_messages m ON m.id = o.message_id ORDER BY o.due_ms, o.message_id, o.device_id
             """).query { row in
             StoreStatus.Pending(stateID: row.string(0), deviceID: row.string(1), purpose: row.string(2),
                                 attempts: Int(row.int64(3)), dueMs: row.int64(4))
@@ -121,7 +121,7 @@ enum StatusCommand {
             history[refusal.deviceID, default: .init()].lastRefusal = refusal
         }
         let oldest = try db.prepare("""
-            SELECT min(m.created_ms) FROM outbox o JOIN outbox_messages m ON m.id = o.message_id
+            SELECT min(m.created_ms) FROM pending_pushes o JOIN outbox_messages m ON m.id = o.message_id
             """).query { $0.optionalInt64(0) }.first ?? nil
         return StoreStatus(schemaVersion: version, query: query, pauses: pauses, devices: devices, pending: pending,
                            answers: answers, history: history, oldestPendingMs: oldest)

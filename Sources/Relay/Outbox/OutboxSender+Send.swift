@@ -73,7 +73,7 @@ extension OutboxSender {
                                       "run": item.runID, "reason": delivery.outcome.label,
                                       "attempts": String(item.attempts + 1)])
         }
-        settling.append((item.id, verdict))
+        settling.append(item.settlement(verdict))
         answersKept.append(PushAnswer(stateID: item.stateID, deviceID: item.device.id,
                                       purpose: item.purpose.rawValue, status: delivery.outcome.status,
                                       reason: delivery.outcome.label, answeredMs: Int64(SystemClock.unixNow() * 1000)))
@@ -85,12 +85,22 @@ extension OutboxSender {
     func flushSettled() {
         guard !settling.isEmpty else { return }
         let (results, kept) = (settling, answersKept)
-        guard ledger.inOrder({ $0.attempt("settle", wrote: true) { try $0.settle(results, answers: kept) } }) != nil
+        // Fan-outs whose last members' answers are in this batch are closed with them.
+        var answered: [Int64: Int] = [:]
+        for result in results where result.isFanOutMember { answered[result.messageID, default: 0] += 1 }
+        let closing = answered.compactMap { message, count in openFanOuts[message] == count ? message : nil }
+        guard ledger.inOrder({ ledger in
+            ledger.attempt("settle", wrote: true) { try $0.settle(results, answers: kept, closing: closing) }
+        }) != nil
         else { return }
-        for (id, verdict) in settling {
-            sending.remove(id)
+        for (message, count) in answered {
+            let left = (openFanOuts[message] ?? 0) - count
+            openFanOuts[message] = left > 0 ? left : nil
+        }
+        for result in settling {
+            if !result.isFanOutMember { sending.remove(result.id) }
             // Only now is the row rescheduled in the store, so only now may the drain count on it.
-            if case .retry(let at) = verdict { nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000)) }
+            if case .retry(let at) = result.verdict { nextDueMs = min(nextDueMs ?? .max, Int64(at * 1000)) }
         }
         settling.removeAll(keepingCapacity: true)
         answersKept.removeAll(keepingCapacity: true)
@@ -132,7 +142,8 @@ extension OutboxSender {
         lastPrune = now()
         let time = Int64(now())
         let wallMs = Int64(SystemClock.unixNow() * 1000)
-        let expired = ledger.inOrder { $0.attempt("prune_outbox") { try $0.pruneOutbox(now: time, wallMs: wallMs) } }
+        let live = Set(openFanOuts.keys)
+        let expired = ledger.inOrder { $0.attempt("prune_outbox") { try $0.pruneOutbox(now: time, wallMs: wallMs, live: live) } }
         if let expired, expired > 0 { Log.warn("outbox.expired", ["pushes": String(expired)]) }
     }
 

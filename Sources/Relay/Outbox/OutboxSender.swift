@@ -33,7 +33,10 @@ actor OutboxSender {
     /// Outbox rows being sent now (never picked up twice), answers waiting to be written, and when the soonest
     /// stored push is due (unix ms; nil: nothing stored).
     var sending: Set<Int64> = []
-    var settling: [(id: Int64, verdict: OutboxVerdict)] = []
+    var settling: [OutboxSettlement] = []
+    /// Fan-outs written as their audience and being answered now: how many members' answers are not yet written.
+    /// The one whose last answer is written is closed in that transaction (`Store.settle`).
+    var openFanOuts: [Int64: Int] = [:]
     /// APNs' answers to keep for `prefect-push status`, written with `settling`.
     var answersKept: [PushAnswer] = []
     /// A flush of `settling` is due within `settleDelay` (`flushSoon`).
@@ -60,8 +63,17 @@ actor OutboxSender {
     func enqueue(_ batches: [OutboxBatch], alongside: Ledger.Alongside) -> Ledger.Enqueued {
         let dueMs = nowMs()
         let enqueued = ledger.inOrder { $0.enqueue(batches, alongside: alongside, dueMs: dueMs) }
-        // Under way now; their answers reschedule what needs another try (`settled`).
-        if case .queued(let items) = enqueued { for item in items { sending.insert(item.id) } }
+        // Under way now; their answers reschedule what needs another try (`settled`). Without APNs nothing answers a
+        // fan-out's members: it stays open, and expires like rows (`prune`).
+        if case .queued(let items) = enqueued {
+            for item in items {
+                if item.id != 0 {
+                    sending.insert(item.id)
+                } else if apns != nil {
+                    openFanOuts[item.messageID, default: 0] += 1
+                }
+            }
+        }
         return enqueued
     }
 

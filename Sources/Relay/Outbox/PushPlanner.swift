@@ -14,13 +14,18 @@ struct PushPlanner: Sendable {
     func announce(_ pause: PauseRecord, _ props: WaitingProps, to devices: [Device], now: Int64) -> [OutboxBatch] {
         let expiry = props.timeoutAt ?? now + PushPlanner.defaultExpiry
         return perServer(devices, props) { deviceProps, group in
+            let registeredBy = group.map(\.createdAt).max() ?? now
             var batches = [OutboxBatch(
                 message: message(Payloads.alert(deviceProps, stateID: pause.stateID), .alert, pause, expiry: expiry),
-                recipients: group.map { ($0, $0.token) })]
+                recipients: group.map { ($0, $0.token) },
+                audience: FanOutAudience(token: .device, serverID: deviceProps.serverId, registeredBy: registeredBy))]
             let starters = group.compactMap { device in device.startToken.map { (device, $0) } }
             if !starters.isEmpty {
                 let start = Payloads.liveActivityStart(deviceProps, stateID: pause.stateID, now: now)
-                batches.append(OutboxBatch(message: message(start, .start, pause, expiry: expiry), recipients: starters))
+                batches.append(OutboxBatch(
+                    message: message(start, .start, pause, expiry: expiry), recipients: starters,
+                    audience: FanOutAudience(token: .pushToStart, serverID: deviceProps.serverId,
+                                             registeredBy: registeredBy)))
             }
             return batches
         }
@@ -33,7 +38,9 @@ struct PushPlanner: Sendable {
         return perServer(devices, props) { deviceProps, group in
             let reminder = Payloads.reminder(deviceProps, stateID: pause.stateID, minutesLeft: minutesLeft)
             return [OutboxBatch(message: message(reminder, .reminder, pause, expiry: expiry),
-                                recipients: group.map { ($0, $0.token) })]
+                                recipients: group.map { ($0, $0.token) },
+                                audience: FanOutAudience(token: .device, serverID: deviceProps.serverId,
+                                                         registeredBy: group.map(\.createdAt).max() ?? now))]
         }
     }
 

@@ -27,6 +27,11 @@ actor Ledger {
         var habits: [String: FlowHabits.Habit]
 
         init(reading store: Store, now: Double) throws {
+            // Fan-outs the last run left open become rows first, so the drain's first look sees them.
+            let reopened = try store.reopenFanOuts()
+            if reopened.fanOuts > 0 {
+                Log.info("outbox.reopened", ["fanouts": String(reopened.fanOuts), "pushes": String(reopened.pushes)])
+            }
             pauses = try store.allPauses()
             unannounced = try store.unannouncedPauses()
             unended = try store.pausesWithActivitiesLeft(endedAfter: Int64(now) - PauseJob.endRetryWindow)

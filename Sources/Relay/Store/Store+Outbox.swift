@@ -3,15 +3,17 @@ import RelayCore
 // MARK: - Outbox
 
 extension Store {
-    /// Writes every batch (one message row, one row per recipient) and runs `alongside` in the same transaction, so
-    /// a fan-out and what it depends on (the pause's props, forgetting activity tokens) commit together or not at
-    /// all. Returns the stored items, in batch order, ready to send; `dueMs` is when a drain may pick them up, and
-    /// is kept as when the bodies were stored (`oldestPendingMs`).
+    /// Writes every batch and runs `alongside` in the same transaction, so a fan-out and what it depends on (the
+    /// pause's props, forgetting activity tokens) commit together or not at all: one message row each, and one row
+    /// per recipient, unless the batch has an audience (a fan-out to the registry), whose message row alone is
+    /// written, open (`FanOutAudience`). Returns the items, in batch order, ready to send (a fan-out's members with
+    /// row id 0, one per token); `dueMs` is when a drain may pick them up, and is kept as when the bodies were stored
+    /// (`oldestPendingMs`).
     func enqueue(_ batches: [OutboxBatch], dueMs: Int64, alongside: () throws -> Void = {}) throws -> [OutboxItem] {
         let insertMessage = try statement("""
             INSERT INTO outbox_messages (state_id, run_id, purpose, push_type, topic, priority, collapse_id, expires_at,
-                                         payload, created_ms)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                                         payload, created_ms, audience, audience_server, audience_before, open)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
             """)
         // One row per token and message: a token registered under two device ids is sent the message once.
         let insertRow = try statement("""
@@ -23,16 +25,26 @@ extension Store {
             var items: [OutboxItem] = []
             for batch in batches where !batch.recipients.isEmpty {
                 let m = batch.message
+                let audience = batch.audience
                 try insertMessage.execute([
                     .text(m.stateID), .text(m.runID), .text(m.purpose.rawValue), .text(m.kind.rawValue), .text(m.topic),
                     .integer(Int64(m.priority)), .text(m.collapseID), .integer(m.expiresAt), .text(m.payload),
-                    .integer(dueMs),
+                    .integer(dueMs), .text(audience?.token.rawValue), .text(audience?.serverID),
+                    audience.map { .integer($0.registeredBy) } ?? .null, .integer(audience == nil ? 0 : 1),
                 ])
                 let messageID = database.lastInsertedRowID
+                var tokens: Set<String> = []
                 for (device, token) in batch.recipients {
-                    guard try insertRow.execute([.integer(messageID), .text(device.id), .text(token), .integer(dueMs)]) > 0
-                    else { continue }
-                    items.append(OutboxItem(id: database.lastInsertedRowID, purpose: m.purpose, stateID: m.stateID,
+                    let row: Int64
+                    if audience != nil {
+                        guard tokens.insert(token).inserted else { continue }
+                        row = 0
+                    } else {
+                        guard try insertRow.execute([.integer(messageID), .text(device.id), .text(token), .integer(dueMs)]) > 0
+                        else { continue }
+                        row = database.lastInsertedRowID
+                    }
+                    items.append(OutboxItem(id: row, messageID: messageID, purpose: m.purpose, stateID: m.stateID,
                                             runID: m.runID, push: m.push(to: token, of: device), device: device,
                                             attempts: 0))
                 }
@@ -46,7 +58,7 @@ extension Store {
     func duePushes(nowMs: Int64, limit: Int) throws -> [OutboxItem] {
         try read("""
             SELECT o.id, o.token, o.attempts, m.state_id, m.run_id, m.purpose, m.push_type, m.topic, m.priority,
-                   m.collapse_id, m.expires_at, m.payload, \(Store.deviceColumns(prefix: "d."))
+                   m.collapse_id, m.expires_at, m.payload, \(Store.deviceColumns(prefix: "d.")), o.message_id
             FROM outbox o JOIN outbox_messages m ON m.id = o.message_id JOIN devices d ON d.id = o.device_id
             WHERE o.due_ms <= ?1 ORDER BY o.due_ms, o.id LIMIT ?2
             """, [.integer(nowMs), .integer(Int64(limit))]) { row in
@@ -56,7 +68,7 @@ extension Store {
                                         kind: Push.Kind(rawValue: row.string(6)) ?? .alert, topic: row.string(7),
                                         priority: Int(row.int64(8)), collapseID: row.optionalString(9),
                                         expiresAt: row.int64(10), payload: row.string(11))
-            return OutboxItem(id: row.int64(0), purpose: message.purpose, stateID: message.stateID,
+            return OutboxItem(id: row.int64(0), messageID: row.int64(19), purpose: message.purpose, stateID: message.stateID,
                               runID: message.runID, push: message.push(to: row.string(1), of: device), device: device,
                               attempts: Int(row.int64(2)))
         }
@@ -69,25 +81,36 @@ extension Store {
             .first ?? nil
     }
 
-    func outboxCount() throws -> Int { try count("SELECT count(*) FROM outbox") }
+    /// Pushes not yet answered: rows, and the members of open fan-outs with no answer written.
+    func outboxCount() throws -> Int { try count("SELECT count(*) FROM pending_pushes") }
 
     /// When the oldest push still in the outbox was stored (unix ms), or nil when it is empty.
     func oldestPendingMs() throws -> Int64? {
-        try read("SELECT min(m.created_ms) FROM outbox o JOIN outbox_messages m ON m.id = o.message_id", []) {
+        try read("SELECT min(m.created_ms) FROM pending_pushes p JOIN outbox_messages m ON m.id = p.message_id", []) {
             $0.optionalInt64(0)
         }.first ?? nil
     }
 
     /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled, and a
-    /// message whose last row went goes with it (its body is only read to send its rows). `answers` are kept for
+    /// message whose last row went goes with it (its body is only read to send its rows). A fan-out member's answer
+    /// is noted (`fanout_sent`), and one to be tried again becomes a row; `closing` are fan-outs whose last answers
+    /// are in this batch: their notes go and the message with them unless rows remain. `answers` are kept for
     /// `prefect-push status` in the same transaction, for a pause still stored, waiting or ended (its end push's
     /// answers come after its end); `pruneAnswers` bounds what ended pauses keep.
-    func settle(_ results: [(id: Int64, verdict: OutboxVerdict)], answers: [PushAnswer] = []) throws {
-        guard !results.isEmpty || !answers.isEmpty else { return }
+    func settle(_ results: [OutboxSettlement], answers: [PushAnswer] = [], closing: [Int64] = []) throws {
+        guard !results.isEmpty || !answers.isEmpty || !closing.isEmpty else { return }
         let delete = try statement("DELETE FROM outbox WHERE id = ?1 RETURNING message_id")
         let reschedule = try statement("UPDATE outbox SET attempts = attempts + 1, due_ms = ?2 WHERE id = ?1")
         let deleteMessage = try statement("""
-            DELETE FROM outbox_messages WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = ?1)
+            DELETE FROM outbox_messages WHERE id = ?1 AND open = 0 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = ?1)
+            """)
+        let note = try statement("INSERT INTO fanout_sent (message_id, device_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING")
+        // A member to try again becomes a row, unless its device (or the message, past its expiry) went meanwhile.
+        let keepTrying = try statement("""
+            INSERT INTO outbox (message_id, device_id, token, attempts, due_ms)
+            SELECT ?1, ?2, ?3, 1, ?4 WHERE EXISTS (SELECT 1 FROM devices WHERE id = ?2)
+                AND EXISTS (SELECT 1 FROM outbox_messages WHERE id = ?1)
+            ON CONFLICT (message_id, token) DO UPDATE SET attempts = attempts + 1, due_ms = excluded.due_ms
             """)
         let keep = try statement("""
             INSERT INTO push_answers (state_id, device_id, purpose, status, reason, answered_ms)
@@ -97,11 +120,21 @@ extension Store {
             """)
         try database.transaction {
             var messages: Set<Int64> = []
-            for (id, verdict) in results {
-                switch verdict {
-                case .settled: messages.formUnion(try delete.query([.integer(id)]) { $0.int64(0) })
-                case .retry(let at): _ = try reschedule.execute([.integer(id), .integer(Int64(at * 1000))])
+            for result in results {
+                switch (result.isFanOutMember, result.verdict) {
+                case (false, .settled): messages.formUnion(try delete.query([.integer(result.id)]) { $0.int64(0) })
+                case (false, .retry(let at)): _ = try reschedule.execute([.integer(result.id), .integer(Int64(at * 1000))])
+                case (true, let verdict):
+                    _ = try note.execute([.integer(result.messageID), .text(result.deviceID)])
+                    if case .retry(let at) = verdict {
+                        _ = try keepTrying.execute([.integer(result.messageID), .text(result.deviceID), .text(result.token),
+                                                    .integer(Int64(at * 1000))])
+                    }
                 }
+            }
+            for message in closing {
+                try closeFanOut(message)
+                messages.insert(message)
             }
             for message in messages { try deleteMessage.execute([.integer(message)]) }
             for a in answers {
@@ -111,28 +144,48 @@ extension Store {
         }
     }
 
-    /// Drops what is no longer worth sending: pushes past their expiry, and message rows nothing points at.
-    /// Returns how many pushes were dropped unsent.
+    /// `settle` for rows alone.
+    func settle(_ results: [(id: Int64, verdict: OutboxVerdict)], answers: [PushAnswer] = []) throws {
+        try settle(results.map { OutboxSettlement(id: $0.id, verdict: $0.verdict) }, answers: answers)
+    }
+
+    /// Drops what is no longer worth sending: pushes past their expiry, and message rows nothing points at. An open
+    /// fan-out past its expiry goes too, unless it is `live` (being answered now): its members with no answer are
+    /// dropped unsent like rows. Returns how many pushes were dropped unsent.
     @discardableResult
-    func pruneOutbox(now: Int64, wallMs: Int64 = 0) throws -> Int {
+    func pruneOutbox(now: Int64, wallMs: Int64 = 0, live: Set<Int64> = []) throws -> Int {
         try database.transaction {
+            let stale = try read("SELECT id FROM outbox_messages WHERE open = 1 AND expires_at <= ?1", [.integer(now)]) {
+                $0.int64(0)
+            }.filter { !live.contains($0) }
             // What status shows for them: dropped unsent at their expiry. (SQLite's upsert after a SELECT needs its
-            // WHERE to parse.)
-            try statement("""
+            // WHERE to parse.) Open fan-outs' members count only for the ones closed here.
+            let expiredAnswers = try statement("""
                 INSERT INTO push_answers (state_id, device_id, purpose, status, reason, answered_ms)
-                SELECT m.state_id, o.device_id, m.purpose, 0, ?2, ?3
-                FROM outbox o JOIN outbox_messages m ON m.id = o.message_id JOIN pauses p ON p.state_id = m.state_id
-                WHERE m.expires_at <= ?1
+                SELECT m.state_id, p.device_id, m.purpose, 0, ?2, ?3
+                FROM pending_pushes p JOIN outbox_messages m ON m.id = p.message_id JOIN pauses ps ON ps.state_id = m.state_id
+                WHERE m.expires_at <= ?1 AND (m.open = 0 OR m.id = ?4)
                 ON CONFLICT (state_id, device_id, purpose) DO UPDATE
                 SET status = excluded.status, reason = excluded.reason, answered_ms = excluded.answered_ms
-                """).execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs)])
-            let expired = try statement("""
+                """)
+            try expiredAnswers.execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs), .integer(0)])
+            var dropped = 0
+            for message in stale {
+                dropped += try count("""
+                    SELECT count(*) FROM fanout_members f WHERE f.message_id = ?1 AND NOT EXISTS
+                        (SELECT 1 FROM fanout_sent s WHERE s.message_id = f.message_id AND s.device_id = f.device_id)
+                    """, [.integer(message)])
+                try expiredAnswers.execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs), .integer(message)])
+                try closeFanOut(message)
+            }
+            dropped += try statement("""
                 DELETE FROM outbox WHERE message_id IN (SELECT id FROM outbox_messages WHERE expires_at <= ?1)
                 """).execute([.integer(now)])
             try statement("""
-                DELETE FROM outbox_messages WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = outbox_messages.id)
+                DELETE FROM outbox_messages
+                WHERE open = 0 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = outbox_messages.id)
                 """).execute([])
-            return expired
+            return dropped
         }
     }
 }

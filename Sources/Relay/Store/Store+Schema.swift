@@ -154,5 +154,34 @@ extension Store {
         ALTER TABLE outbox_messages_v9 RENAME TO outbox_messages;
         CREATE INDEX outbox_messages_by_state ON outbox_messages (state_id);
         """,
+        // v10: a fan-out to the registry (an announce, a reminder) is written as its message and the rule that picks
+        // its devices (`FanOutAudience`: audience, audience_server, audience_before), not as a row per device, so its
+        // first push leaves once one row commits. `open` while its answers are being written; each answered member
+        // is noted in fanout_sent (and, to be tried again, gets an outbox row); after a kill the members of an open
+        // fan-out with no note become outbox rows (`reopenFanOuts`). pending_pushes is every push not yet answered,
+        // rows and open members alike, for `status` and `/metrics`.
+        """
+        ALTER TABLE outbox_messages ADD COLUMN audience TEXT;
+        ALTER TABLE outbox_messages ADD COLUMN audience_server TEXT;
+        ALTER TABLE outbox_messages ADD COLUMN audience_before INTEGER;
+        ALTER TABLE outbox_messages ADD COLUMN open INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE fanout_sent (
+            message_id INTEGER NOT NULL,
+            device_id TEXT NOT NULL,
+            PRIMARY KEY (message_id, device_id)
+        ) STRICT, WITHOUT ROWID;
+        CREATE VIEW fanout_members AS
+            SELECT m.id AS message_id, d.id AS device_id,
+                   CASE m.audience WHEN 'start_token' THEN d.start_token ELSE d.token END AS token
+            FROM outbox_messages m JOIN devices d
+                ON d.server_id = m.audience_server AND d.created_at <= m.audience_before
+            WHERE m.open = 1 AND (m.audience = 'token' OR d.start_token IS NOT NULL);
+        CREATE VIEW pending_pushes AS
+            SELECT o.message_id, o.device_id, o.attempts, o.due_ms FROM outbox o
+            UNION ALL
+            SELECT f.message_id, f.device_id, 0, m.created_ms FROM fanout_members f
+                JOIN outbox_messages m ON m.id = f.message_id
+            WHERE NOT EXISTS (SELECT 1 FROM fanout_sent s WHERE s.message_id = f.message_id AND s.device_id = f.device_id);
+        """,
     ]
 }

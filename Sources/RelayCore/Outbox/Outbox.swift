@@ -56,16 +56,69 @@ public struct OutboxMessage: Sendable, Equatable {
 public struct OutboxBatch: Sendable {
     public var message: OutboxMessage
     public var recipients: [(device: Device, token: String)]
+    /// Set for a fan-out to the registry (an announce, a reminder): the rule that picks `recipients` out of it, which
+    /// the store keeps instead of a row per recipient (`FanOutAudience`). nil: one row per recipient.
+    public var audience: FanOutAudience?
 
-    public init(message: OutboxMessage, recipients: [(device: Device, token: String)]) {
+    public init(message: OutboxMessage, recipients: [(device: Device, token: String)], audience: FanOutAudience? = nil) {
         self.message = message
         self.recipients = recipients
+        self.audience = audience
     }
 }
 
-/// One stored push, ready to send: its row id, the push itself, the device it is for and how often it was tried.
+/// Who a fan-out to the registry is for, as a rule rather than a list: every device of one server id (with a
+/// push-to-start token, for a start) first registered by a given second. The store writes this with the message, one
+/// row whatever the number of devices, so the first push leaves as soon as it commits; answers are written as they
+/// come, and after a kill the devices of the rule with no answer written are sent to (`Store.reopenFanOuts`). A
+/// device deleted meanwhile is no longer in the registry, so it is not sent to.
+public struct FanOutAudience: Sendable, Equatable {
+    public enum Token: String, Sendable {
+        /// The device token (alerts, reminders).
+        case device = "token"
+        /// The push-to-start token (Live Activity starts); devices without one are not in the audience.
+        case pushToStart = "start_token"
+    }
+
+    public var token: Token
+    public var serverID: String
+    /// Devices whose `created_at` is at most this (unix seconds): the registry as it stood when the fan-out was
+    /// decided (the newest recipient's registration).
+    public var registeredBy: Int64
+
+    public init(token: Token, serverID: String, registeredBy: Int64) {
+        self.token = token
+        self.serverID = serverID
+        self.registeredBy = registeredBy
+    }
+}
+
+/// What to write for one answered push: its row (`id`), or for a fan-out member with no row, its message, device
+/// and token (`id` 0).
+public struct OutboxSettlement: Sendable, Equatable {
+    public var id: Int64
+    public var messageID: Int64
+    public var deviceID: String
+    public var token: String
+    public var verdict: OutboxVerdict
+
+    public init(id: Int64, messageID: Int64 = 0, deviceID: String = "", token: String = "", verdict: OutboxVerdict) {
+        self.id = id
+        self.messageID = messageID
+        self.deviceID = deviceID
+        self.token = token
+        self.verdict = verdict
+    }
+
+    /// A member of a fan-out written as its audience, not yet a row of its own.
+    public var isFanOutMember: Bool { id == 0 }
+}
+
+/// One stored push, ready to send: its row id (0 for a member of a fan-out stored as its audience), its message,
+/// the push itself, the device it is for and how often it was tried.
 public struct OutboxItem: Sendable, Equatable {
     public var id: Int64
+    public var messageID: Int64
     public var purpose: PushPurpose
     public var stateID: String
     public var runID: String
@@ -73,9 +126,10 @@ public struct OutboxItem: Sendable, Equatable {
     public var device: Device
     public var attempts: Int
 
-    public init(id: Int64, purpose: PushPurpose, stateID: String, runID: String, push: Push, device: Device,
-                attempts: Int) {
+    public init(id: Int64, messageID: Int64 = 0, purpose: PushPurpose, stateID: String, runID: String, push: Push,
+                device: Device, attempts: Int) {
         self.id = id
+        self.messageID = messageID
         self.purpose = purpose
         self.stateID = stateID
         self.runID = runID
@@ -108,5 +162,12 @@ extension OutboxVerdict {
         let asked: Double = if case .rejected(let rejection) = outcome { Double(rejection.retryAfter ?? 0) } else { 0 }
         let at = now + max(asked, backoff.delay(failures: attempts, random: random))
         return at < Double(expiresAt) ? .retry(at: at) : .settled
+    }
+}
+
+extension OutboxItem {
+    /// What to write once APNs has answered it.
+    public func settlement(_ verdict: OutboxVerdict) -> OutboxSettlement {
+        OutboxSettlement(id: id, messageID: messageID, deviceID: device.id, token: push.deviceToken, verdict: verdict)
     }
 }
