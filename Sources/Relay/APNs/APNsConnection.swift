@@ -66,7 +66,7 @@ final class APNsConnection {
             return false
         }
         streams[streamID] = retained
-        host.machine.submitted(streamID, deadline: push.deadline)
+        host.machine.submitted(streamID, deadline: push.deadline, atMicros: monotonicMicros())
         return true
     }
 
@@ -85,6 +85,7 @@ final class APNsConnection {
         guard let push = takeBox(streamID, closing: true), !push.isFinished,
               let end = host.machine.streamClosed(streamID, status: push.status,
                                                         refused: errorCode == NGHTTP2_REFUSED_STREAM.rawValue,
+                                                        nowMicros: monotonicMicros(),
                                                         error: String(cString: nghttp2_http2_strerror(errorCode)))
         else { return }
         apply(end, to: push)

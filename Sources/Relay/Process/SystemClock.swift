@@ -34,3 +34,6 @@ package func monotonicNanoseconds() -> Int64 {
 
 /// Monotonic milliseconds, for deadlines and timers.
 package func monotonicMs() -> Int64 { monotonicNanoseconds() / 1_000_000 }
+
+/// Monotonic microseconds, for round trips shorter than a millisecond (`StreamWindow`).
+package func monotonicMicros() -> Int64 { monotonicNanoseconds() / 1_000 }

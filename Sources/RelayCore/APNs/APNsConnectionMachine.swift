@@ -30,6 +30,8 @@ public struct APNsConnectionMachine: Sendable {
     /// A stream the machine is tracking.
     struct Stream: Sendable, Equatable {
         var deadline: Int64
+        /// When it was submitted (µs, monotonic): its answer's round trip sizes the window.
+        var submittedAt: Int64 = 0
         /// Its HEADERS went out: from here on a lost answer means "delivery unknown".
         var sent = false
     }
@@ -47,6 +49,8 @@ public struct APNsConnectionMachine: Sendable {
         /// Why the link is broken; it is retired at the end of the turn.
         var failure: String?
         var streams: [StreamID: Stream] = [:]
+        /// How many streams to keep open (`StreamWindow`), learned on this link.
+        var window: StreamWindow
     }
 
     public private(set) var policy: APNsLinkPolicy
@@ -71,7 +75,7 @@ public struct APNsConnectionMachine: Sendable {
     /// A link opened.
     public mutating func connected(now: Int64) {
         precondition(link == nil, "a second link opened while one is open")
-        link = Link(lastReadAt: now)
+        link = Link(lastReadAt: now, window: StreamWindow(ceiling: policy.options.maxConcurrentStreams))
         connectFailures = 0
     }
 
@@ -132,9 +136,9 @@ public struct APNsConnectionMachine: Sendable {
     // MARK: - Streams
 
     /// A request was handed to nghttp2 as `id`.
-    public mutating func submitted(_ id: StreamID, deadline: Int64) {
+    public mutating func submitted(_ id: StreamID, deadline: Int64, atMicros: Int64 = 0) {
         precondition(link != nil, "a stream submitted with no link")
-        let earlier = link!.streams.updateValue(Stream(deadline: deadline), forKey: id)
+        let earlier = link!.streams.updateValue(Stream(deadline: deadline, submittedAt: atMicros), forKey: id)
         precondition(earlier == nil, "stream \(id) submitted twice")
     }
 
@@ -150,10 +154,13 @@ public struct APNsConnectionMachine: Sendable {
 
     /// The stream closed. `status` is the answer's `:status` if one came; `refused` that it was reset with
     /// REFUSED_STREAM; `error` names the reset otherwise. Nil for a stream already ended (timed out).
-    public mutating func streamClosed(_ id: StreamID, status: Int?, refused: Bool, error: @autoclosure () -> String) -> StreamEnd? {
+    /// `nowMicros`: when (µs, the clock `submitted` was given), for the window.
+    public mutating func streamClosed(_ id: StreamID, status: Int?, refused: Bool, nowMicros: Int64 = 0,
+                                      error: @autoclosure () -> String) -> StreamEnd? {
         guard let stream = link?.streams.removeValue(forKey: id) else { return nil }
         if let status {
             if status == 200 { link!.confirmed = true }
+            if nowMicros > 0 { link!.window.answered(roundTrip: nowMicros - stream.submittedAt, now: nowMicros) }
             return .answered
         }
         if refused || !stream.sent || id > link!.lastProcessable { return .resend }
@@ -197,7 +204,8 @@ public struct APNsConnectionMachine: Sendable {
     public func room(_ session: Session) -> Int {
         guard let link, let facts = facts(session), !link.goingAway, link.failure == nil, session.requestAllowed
         else { return 0 }
-        return max(0, policy.streamLimit(of: facts) - link.streams.count)
+        return max(0, min(policy.streamLimit(of: facts), link.window.limit(peer: session.peerStreamLimit))
+                   - link.streams.count)
     }
 
     /// Whether a caller's thread may put `count` requests straight on the link while the loop sleeps: only when
