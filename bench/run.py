@@ -430,7 +430,8 @@ async def footprint(peer: ScriptedPrefect, work: str, starts: int) -> dict:
             await relay.stop()
     finally:
         await fake.stop()
-    binary = os.path.join(BIN, "prefect-push")
+    # The relay that ran (BENCH_RELAY_BIN in an A/B), not the checkout's.
+    binary = os.environ.get("BENCH_RELAY_BIN") or os.path.join(BIN, "prefect-push")
     stripped = os.path.join(work, "prefect-push.stripped")
     if shutil.which("strip"):
         subprocess.run(["strip", "-o", stripped, binary], check=True)
