@@ -114,6 +114,22 @@ umoci init --layout "$layout"
 umoci new --image "$layout:$tag"
 umoci raw add-layer --image "$layout:$tag" --history.created "$created" --history.created_by "deploy/image.sh" \
     --history.comment "prefect-push $version" "$work/layer.tar"
+# The OCI keys, one "key=value" a line: each is a label on the config (what `podman inspect` shows) and an annotation
+# on the manifest (what registries show), the same.
+oci="title=prefect-push
+version=$version
+revision=${revision:-unknown}
+created=$created
+licenses=Apache-2.0${source:+
+source=$source
+url=$source}${documentation:+
+documentation=$documentation}"
+set --
+while IFS= read -r pair; do
+    set -- "$@" --config.label "org.opencontainers.image.$pair" --manifest.annotation "org.opencontainers.image.$pair"
+done <<KEYS
+$oci
+KEYS
 umoci config --image "$layout:$tag" --no-history --created "$created" \
     --architecture "$(dpkg --print-architecture 2>/dev/null || echo amd64)" --os linux \
     --config.entrypoint /usr/local/bin/prefect-push \
@@ -126,22 +142,7 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
     --config.env DB_PATH=/data/prefect-push.db \
     --config.env PORT=8080 \
     --config.stopsignal SIGTERM \
-    --config.label org.opencontainers.image.title=prefect-push \
-    --config.label org.opencontainers.image.version="$version" \
-    --config.label org.opencontainers.image.revision="${revision:-unknown}" \
-    --config.label org.opencontainers.image.created="$created" \
-    --config.label org.opencontainers.image.licenses=Apache-2.0 \
-    ${source:+--config.label "org.opencontainers.image.source=$source"} \
-    ${source:+--config.label "org.opencontainers.image.url=$source"} \
-    ${documentation:+--config.label "org.opencontainers.image.documentation=$documentation"} \
+    "$@" \
     --config.label org.opencontainers.image.description="Relays Prefect flow-run pauses to iPhones via APNs" \
-    --config.label prefect-push.sbom="$sbom" \
-    --manifest.annotation org.opencontainers.image.title=prefect-push \
-    --manifest.annotation org.opencontainers.image.version="$version" \
-    --manifest.annotation org.opencontainers.image.revision="${revision:-unknown}" \
-    --manifest.annotation org.opencontainers.image.created="$created" \
-    --manifest.annotation org.opencontainers.image.licenses=Apache-2.0 \
-    ${source:+--manifest.annotation "org.opencontainers.image.source=$source"} \
-    ${source:+--manifest.annotation "org.opencontainers.image.url=$source"} \
-    ${documentation:+--manifest.annotation "org.opencontainers.image.documentation=$documentation"}
+    --config.label prefect-push.sbom="$sbom"
 umoci gc --layout "$layout"

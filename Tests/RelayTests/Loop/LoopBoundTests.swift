@@ -41,19 +41,6 @@ import Testing
         }
         #expect(opened == "handed over")
     }
-
-    /// The trap is SIGILL from `precondition` on x86-64, SIGTRAP where the trap instruction raises that.
-    private func expectTrap(_ status: ExitStatus?) {
-        guard let status else { return }
-        switch status {
-        case .signal(let signal):
-            #expect(signal == SIGILL || signal == SIGTRAP, "died by signal \(signal), not by the trap")
-        case .exitCode(let code):
-            Issue.record("exited with code \(code) instead of trapping")
-        @unknown default:
-            Issue.record("ended as \(status) instead of trapping")
-        }
-    }
 }
 
 /// A protocol that does nothing (lws needs at least one).

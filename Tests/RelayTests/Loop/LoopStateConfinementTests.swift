@@ -34,16 +34,4 @@ import Testing
         expectTrap(result?.exitStatus)
     }
     #endif
-
-    private func expectTrap(_ status: ExitStatus?) {
-        guard let status else { return }
-        switch status {
-        case .signal(let signal):
-            #expect(signal == SIGILL || signal == SIGTRAP, "died by signal \(signal), not by the trap")
-        case .exitCode(let code):
-            Issue.record("exited with code \(code) instead of trapping")
-        @unknown default:
-            Issue.record("ended as \(status) instead of trapping")
-        }
-    }
 }
