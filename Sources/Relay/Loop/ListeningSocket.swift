@@ -72,19 +72,8 @@ final class ListeningSocket: LWSHandler {
             bound = local
         case .failure(let failure):
             close(fd)
-            switch (failure.step, failure.code) {
-            case (.bind, EADDRINUSE):
-                throw StartupError(portVariable, "could not listen on \(requested): it is in use; pick another \(portVariable)")
-            case (.bind, EADDRNOTAVAIL):
-                throw StartupError(bindVariable, "could not listen on \(requested): \(asked) is not an address of this "
-                                   + "machine; set \(bindVariable) to one of its addresses, or \(everywhere)")
-            case (.bind, EACCES):
-                throw StartupError(portVariable, "could not listen on \(requested): ports below 1024 need privileges; "
-                                   + "pick another \(portVariable)")
-            case (let step, let code):
-                throw StartupError(portVariable, "could not listen on \(requested) (\(step): \(String(cString: strerror(code)))); "
-                                   + "pick another \(portVariable) or \(bindVariable)")
-            }
+            throw ListeningSocket.listenError(failure, requested: requested, asked: asked, everywhere: everywhere,
+                                              portVariable: portVariable, bindVariable: bindVariable)
         }
         address = bound.ip?.description ?? "?"
         port = bound.port
@@ -100,6 +89,24 @@ final class ListeningSocket: LWSHandler {
 
     deinit {
         if !adopted { close(fd) }
+    }
+
+    /// What a failed bind or listen means, naming the setting to change.
+    private static func listenError(_ failure: Failure, requested: String, asked: String, everywhere: String,
+                                    portVariable: String, bindVariable: String) -> StartupError {
+        switch (failure.step, failure.code) {
+        case (.bind, EADDRINUSE):
+            return StartupError(portVariable, "could not listen on \(requested): it is in use; pick another \(portVariable)")
+        case (.bind, EADDRNOTAVAIL):
+            return StartupError(bindVariable, "could not listen on \(requested): \(asked) is not an address of this "
+                                + "machine; set \(bindVariable) to one of its addresses, or \(everywhere)")
+        case (.bind, EACCES):
+            return StartupError(portVariable, "could not listen on \(requested): ports below 1024 need privileges; "
+                                + "pick another \(portVariable)")
+        case (let step, let code):
+            return StartupError(portVariable, "could not listen on \(requested) (\(step): \(String(cString: strerror(code)))); "
+                                + "pick another \(portVariable) or \(bindVariable)")
+        }
     }
 
     /// `address:port`, an IPv6 address in brackets.
