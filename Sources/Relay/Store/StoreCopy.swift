@@ -132,7 +132,7 @@ enum StoreCopy {
             var inspection = Inspection(schemaVersion: version, problems: problems)
             if problems.isEmpty && version == Store.migrations.count {
                 inspection.devices = Int(try db.scalarInt("SELECT count(*) FROM devices") ?? 0)
-                inspection.pending = Int(try db.scalarInt("SELECT count(*) FROM outbox") ?? 0)
+                inspection.pending = Int(try db.scalarInt("SELECT count(*) FROM pending_pushes") ?? 0)
             }
             return inspection
         } catch let error as SQLiteError where error.code == SQLITE_INTERRUPT {

@@ -38,7 +38,8 @@ extension SharedPrefect {
                 }
             }
             func tokensReached(accepted: Bool) -> Set<String> { Set(alerts(accepted: accepted)) }
-            // The fan-out's rows commit before its first push leaves, so one push seen means all are stored.
+            // The fan-out (its message and audience, one row) commits before its first push leaves, so one push seen
+            // means every phone's push is pending in the store.
             try waitUntil("the fan-out is under way", timeout: 90) { !tokensReached(accepted: false).isEmpty }
 
             let backupPath = e2e.directory + "/backup.db"
