@@ -109,7 +109,8 @@ extension OutboxSender {
     /// Sends the stored pushes that are due and not already under way, at most a fan-out window at a time.
     func drain() {
         guard let due = nextDueMs, due <= nowMs(), apns != nil else { return }
-        let room = APNsClient.fanOutWindow - sending.count
+        // Fan-outs' members being answered count as under way too (they have no rows in `sending`).
+        let room = APNsClient.fanOutWindow - sending.count - openFanOuts.values.reduce(0, +)
         guard room > 0 else { return }
         let items: [OutboxItem]
         let now = nowMs()

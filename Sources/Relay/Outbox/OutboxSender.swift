@@ -100,7 +100,8 @@ actor OutboxSender {
         let time = now()
         return ledger.inOrder { ledger in
             ledger.attempt("metrics") { store in
-                (try store.outboxCount(), try store.oldestPendingMs().map { max(0, time - Double($0) / 1000) } ?? 0)
+                let pending = try store.pendingSummary()
+                return (pending.count, pending.oldestMs.map { max(0, time - Double($0) / 1000) } ?? 0)
             }
         }
     }

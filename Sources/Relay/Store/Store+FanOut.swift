@@ -21,12 +21,14 @@ extension Store {
             guard open > 0 else { return (0, 0) }
             let pushes = try statement("""
                 INSERT INTO outbox (message_id, device_id, token, due_ms)
-                SELECT f.message_id, f.device_id, f.token, 0 FROM fanout_members f
-                WHERE NOT EXISTS (SELECT 1 FROM fanout_sent s WHERE s.message_id = f.message_id AND s.device_id = f.device_id)
+                SELECT message_id, device_id, token, 0 FROM fanout_unanswered WHERE 1
                 ON CONFLICT (message_id, token) DO NOTHING
                 """).execute([])
-            try statement("DELETE FROM fanout_sent WHERE message_id IN (SELECT id FROM outbox_messages WHERE open = 1)")
-                .execute([])
+            // Notes of open fan-outs, and of fan-outs whose message went while they were open (their pause ended).
+            try statement("""
+                DELETE FROM fanout_sent WHERE message_id IN (SELECT id FROM outbox_messages WHERE open = 1)
+                    OR message_id NOT IN (SELECT id FROM outbox_messages)
+                """).execute([])
             try statement("UPDATE outbox_messages SET open = 0 WHERE open = 1").execute([])
             try statement("""
                 DELETE FROM outbox_messages

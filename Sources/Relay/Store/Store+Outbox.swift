@@ -81,15 +81,17 @@ extension Store {
             .first ?? nil
     }
 
-    /// Pushes not yet answered: rows, and the members of open fan-outs with no answer written.
-    func outboxCount() throws -> Int { try count("SELECT count(*) FROM pending_pushes") }
-
-    /// When the oldest push still in the outbox was stored (unix ms), or nil when it is empty.
-    func oldestPendingMs() throws -> Int64? {
-        try read("SELECT min(m.created_ms) FROM pending_pushes p JOIN outbox_messages m ON m.id = p.message_id", []) {
-            $0.optionalInt64(0)
-        }.first ?? nil
+    /// Pushes not yet answered (rows, and the members of open fan-outs with no answer written), and when the oldest
+    /// was stored (unix ms; nil when there is none): one read of `pending_pushes` for both.
+    func pendingSummary() throws -> (count: Int, oldestMs: Int64?) {
+        try read("SELECT count(*), min(m.created_ms) FROM pending_pushes p JOIN outbox_messages m ON m.id = p.message_id") {
+            (Int($0.int64(0)), $0.optionalInt64(1))
+        }.first ?? (0, nil)
     }
+
+    func outboxCount() throws -> Int { try pendingSummary().count }
+
+    func oldestPendingMs() throws -> Int64? { try pendingSummary().oldestMs }
 
     /// Applies a batch of answers in one transaction: settled rows are deleted, the others rescheduled, and a
     /// message whose last row went goes with it (its body is only read to send its rows). A fan-out member's answer
@@ -104,7 +106,7 @@ extension Store {
         let deleteMessage = try statement("""
             DELETE FROM outbox_messages WHERE id = ?1 AND open = 0 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = ?1)
             """)
-        let note = try statement("INSERT INTO fanout_sent (message_id, device_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING")
+        let note = try statement("INSERT INTO fanout_sent (message_id, token) VALUES (?1, ?2) ON CONFLICT DO NOTHING")
         // A member to try again becomes a row, unless its device (or the message, past its expiry) went meanwhile.
         let keepTrying = try statement("""
             INSERT INTO outbox (message_id, device_id, token, attempts, due_ms)
@@ -125,7 +127,7 @@ extension Store {
                 case (false, .settled): messages.formUnion(try delete.query([.integer(result.id)]) { $0.int64(0) })
                 case (false, .retry(let at)): _ = try reschedule.execute([.integer(result.id), .integer(Int64(at * 1000))])
                 case (true, let verdict):
-                    _ = try note.execute([.integer(result.messageID), .text(result.deviceID)])
+                    _ = try note.execute([.integer(result.messageID), .text(result.token)])
                     if case .retry(let at) = verdict {
                         _ = try keepTrying.execute([.integer(result.messageID), .text(result.deviceID), .text(result.token),
                                                     .integer(Int64(at * 1000))])
@@ -171,10 +173,7 @@ extension Store {
             try expiredAnswers.execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs), .integer(0)])
             var dropped = 0
             for message in stale {
-                dropped += try count("""
-                    SELECT count(*) FROM fanout_members f WHERE f.message_id = ?1 AND NOT EXISTS
-                        (SELECT 1 FROM fanout_sent s WHERE s.message_id = f.message_id AND s.device_id = f.device_id)
-                    """, [.integer(message)])
+                dropped += try count("SELECT count(*) FROM fanout_unanswered WHERE message_id = ?1", [.integer(message)])
                 try expiredAnswers.execute([.integer(now), .text(PushAnswer.expired), .integer(wallMs), .integer(message)])
                 try closeFanOut(message)
             }

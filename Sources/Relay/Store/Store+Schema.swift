@@ -156,10 +156,12 @@ extension Store {
         """,
         // v10: a fan-out to the registry (an announce, a reminder) is written as its message and the rule that picks
         // its devices (`FanOutAudience`: audience, audience_server, audience_before), not as a row per device, so its
-        // first push leaves once one row commits. `open` while its answers are being written; each answered member
-        // is noted in fanout_sent (and, to be tried again, gets an outbox row); after a kill the members of an open
-        // fan-out with no note become outbox rows (`reopenFanOuts`). pending_pushes is every push not yet answered,
-        // rows and open members alike, for `status` and `/metrics`.
+        // first push leaves once one row commits. `open` while its answers are being written; each answered token is
+        // noted in fanout_sent (and, to be tried again, gets an outbox row); after a kill the members of an open
+        // fan-out with no note become outbox rows (`reopenFanOuts`). A member is a token, as the live send dedupes
+        // them: one token under two device ids is one push, under the first id. fanout_unanswered is the open
+        // members with no note; pending_pushes every push not yet answered, rows and those alike, for `status` and
+        // `/metrics`.
         """
         ALTER TABLE outbox_messages ADD COLUMN audience TEXT;
         ALTER TABLE outbox_messages ADD COLUMN audience_server TEXT;
@@ -167,21 +169,24 @@ extension Store {
         ALTER TABLE outbox_messages ADD COLUMN open INTEGER NOT NULL DEFAULT 0;
         CREATE TABLE fanout_sent (
             message_id INTEGER NOT NULL,
-            device_id TEXT NOT NULL,
-            PRIMARY KEY (message_id, device_id)
+            token TEXT NOT NULL,
+            PRIMARY KEY (message_id, token)
         ) STRICT, WITHOUT ROWID;
         CREATE VIEW fanout_members AS
-            SELECT m.id AS message_id, d.id AS device_id,
+            SELECT m.id AS message_id, min(d.id) AS device_id,
                    CASE m.audience WHEN 'start_token' THEN d.start_token ELSE d.token END AS token
             FROM outbox_messages m JOIN devices d
                 ON d.server_id = m.audience_server AND d.created_at <= m.audience_before
-            WHERE m.open = 1 AND (m.audience = 'token' OR d.start_token IS NOT NULL);
+            WHERE m.open = 1 AND (m.audience = 'token' OR d.start_token IS NOT NULL)
+            GROUP BY m.id, token;
+        CREATE VIEW fanout_unanswered AS
+            SELECT f.message_id, f.device_id, f.token FROM fanout_members f
+            WHERE NOT EXISTS (SELECT 1 FROM fanout_sent s WHERE s.message_id = f.message_id AND s.token = f.token);
         CREATE VIEW pending_pushes AS
             SELECT o.message_id, o.device_id, o.attempts, o.due_ms FROM outbox o
             UNION ALL
-            SELECT f.message_id, f.device_id, 0, m.created_ms FROM fanout_members f
-                JOIN outbox_messages m ON m.id = f.message_id
-            WHERE NOT EXISTS (SELECT 1 FROM fanout_sent s WHERE s.message_id = f.message_id AND s.device_id = f.device_id);
+            SELECT f.message_id, f.device_id, 0, m.created_ms FROM fanout_unanswered f
+                JOIN outbox_messages m ON m.id = f.message_id;
         """,
     ]
 }

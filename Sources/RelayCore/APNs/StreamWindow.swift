@@ -3,8 +3,9 @@
 /// in flight), never below `floor` and never above the peer's limit.
 ///
 /// Why not always the peer's limit (APNs allows 1,000): on a short path more open streams buy no throughput, they
-/// cost it. Against the fake APNs on this host, one connection carried 10,000 alerts at 69-92k/s with 1,000 streams
-/// open and 106-124k/s with 100-200 (`docs/benchmarks.md`), as h2load does with `-m 100` against `-m 1000`: every
+/// cost it. Against the fake APNs on this host, one connection carried 10,000 alerts at 69-92k/s (median 78k) with
+/// 1,000 streams open and 82-124k/s (medians 114k and 120k) with 100 and 200 (`docs/benchmarks.md`), as h2load does
+/// with `-m 100` against `-m 1000`: every
 /// open stream is work for both ends' priority queues and maps, and none of it is waiting on the wire. On a long path
 /// (APNs tens of ms away) the rate a window carries is the window over the round trip, so the target doubles each
 /// measuring period until the round trip grows past the fastest seen or the peer's limit is reached: from 128 to 1,000

@@ -97,6 +97,24 @@ import Testing
         #expect(try store.duePushes(nowMs: 0, limit: 10).count == 1)
     }
 
+    /// A token answered through one device id is answered for the other too: after a kill it is not sent again
+    /// (twice would be a second Live Activity for a start).
+    @Test func aSharedTokenAnsweredBeforeAKillIsNotSentAgain() throws {
+        let dir = try StoreScratch()
+        do {
+            let store = try dir.store()
+            let a = try store.upsertDevice(registration("a", token: "shared", start: "shared-start"), now: 100)
+            let b = try store.upsertDevice(registration("b", token: "shared", start: "shared-start"), now: 100)
+            let items = try store.enqueue([fanOut([a, b]), fanOut([a, b], .start)], dueMs: 0)
+            #expect(items.count == 2)
+            try store.settle(items.map { $0.settlement(.settled) })
+            #expect(try store.outboxCount() == 0)
+        }
+        let store = try dir.store()
+        try store.reopenFanOuts()
+        #expect(try store.duePushes(nowMs: 0, limit: 10).isEmpty)
+    }
+
     /// Past its expiry an open fan-out nobody is answering is dropped, its members recorded as expired unsent; one
     /// being answered now is left alone.
     @Test func anExpiredFanOutIsPrunedUnlessLive() throws {
