@@ -84,13 +84,14 @@ package enum RelayMain {
         Hardening.disableCoreDumps()
         // First, so that even a configuration error is written in the format asked for (a bad value: logfmt).
         Log.setFormat((try? Config.logFormat(environment: environment())) ?? .logfmt)
-        let config: Config
-        do { config = try Config(environment: environment()) } catch { fail(error.description) }
-        Log.setLevel(config.logLevel)
+        // Before the settings are read: a misspelt variable is often why they are refused.
         for miss in NearMissVariables.find(in: environment().keys) {
             Log.warn("config.unknown_variable", ["variable": miss.given, "did_you_mean": miss.known,
                                                  "note": "not a setting the relay reads; rename or remove it"])
         }
+        let config: Config
+        do { config = try Config(environment: environment()) } catch { fail(error.description) }
+        Log.setLevel(config.logLevel)
         let budget = Descriptors.prepare()
         await Descriptors.warmUpDispatch()
         let parts = build(config)

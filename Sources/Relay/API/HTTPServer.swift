@@ -187,14 +187,9 @@ final class HTTPServer: LWSHandler {
             lws_callback_on_writable(connection.wsi)
             return 0
         case .reject(let response, let close, let head)?:
-            connection.phase = .writing
-            connection.outbox += HTTPResponseWriter.render(response, head: head, close: close)
-            connection.closeAfterWrite = close
-            connections[id] = connection
             Log.debug("api.refused", ["status": String(response.status), "address": connection.address])
             requests?.withLock { $0.record(nil, status: response.status) }
-            lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.headerSeconds)
-            lws_callback_on_writable(connection.wsi)
+            queue(response, on: &connection, id: id, head: head, close: close)
             return 0
         case .request(let request)?:
             let client = connection.peer.map { trustedProxies.client(peer: $0, forwardedFor: request.forwardedFor) }
@@ -232,13 +227,8 @@ final class HTTPServer: LWSHandler {
         var response = APIError(status: 429, message: "this client has \(limits.maxPerAddress) requests being answered "
                                 + "already; wait for their answers before sending more").response
         response.headers.append(("retry-after", "1"))
-        connection.phase = .writing
-        connection.closeAfterWrite = !connection.keepAlive
-        connection.outbox += HTTPResponseWriter.render(response, head: head, close: connection.closeAfterWrite)
-        connections[id] = connection
         Log.debug("api.refused", ["status": "429", "address": connection.address, "client": client])
-        lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.headerSeconds)
-        lws_callback_on_writable(connection.wsi)
+        queue(response, on: &connection, id: id, head: head, close: !connection.keepAlive)
         return 0
     }
 
@@ -246,9 +236,15 @@ final class HTTPServer: LWSHandler {
     private func deliver(_ response: APIResponse, to id: UInt64, head: Bool, route: Route) {
         requests?.withLock { $0.record(route, status: response.status) }
         guard var connection = connections[id], connection.phase == .answering else { return }
+        queue(response, on: &connection, id: id, head: head, close: !connection.keepAlive)
+    }
+
+    /// Loop thread: queues `response` on the connection (closed after it is written when `close`), gives the client
+    /// the head deadline again and asks lws for a writable callback.
+    private func queue(_ response: APIResponse, on connection: inout Connection, id: UInt64, head: Bool, close: Bool) {
         connection.phase = .writing
-        connection.closeAfterWrite = !connection.keepAlive
-        connection.outbox += HTTPResponseWriter.render(response, head: head, close: connection.closeAfterWrite)
+        connection.closeAfterWrite = close
+        connection.outbox += HTTPResponseWriter.render(response, head: head, close: close)
         connections[id] = connection
         lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, limits.headerSeconds)
         lws_callback_on_writable(connection.wsi)

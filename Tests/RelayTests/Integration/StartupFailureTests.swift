@@ -66,6 +66,8 @@ import Testing
         if code == nil { relay.stop(signal: SIGKILL) }
         #expect(code == 2, "\(relay.log)")
         #expect(relay.log.contains("APNS_KEY_PATH is not set"), "\(relay.log)")
+        #expect(relay.log.contains("event=config.unknown_variable variable=APNS_KEYPATH did_you_mean=APNS_KEY_PATH"),
+                "\(relay.log)")
     }
 
     /// A relay given no APNs setting at all runs (the seed's "runs without a key"), says so, and names a variable one
@@ -79,5 +81,6 @@ import Testing
         defer { relay.stop(signal: SIGKILL) }
         try waitUntil("the relay to start", timeout: 20) { relay.log.contains("event=apns.disabled") }
         #expect(relay.log.contains("event=config.unknown_variable variable=LOGLEVEL did_you_mean=LOG_LEVEL"), "\(relay.log)")
+        #expect(relay.exitCode() == nil, "the relay stopped: \(relay.log)")
     }
 }

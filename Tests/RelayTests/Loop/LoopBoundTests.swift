@@ -10,6 +10,8 @@ import Testing
     @Test func makingALoopBoundValueOffItsLoopTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.exitStatus]) {
             let loop = try WebSocketsLoop(settings: .init(port: -1), handlers: [QuietHandler()])
+            try loop.start()  // the loop's thread runs: the trap is for this one being another
+            usleep(100_000)
             _ = loop.bind(QuietHandler())  // this thread is not the loop's: it must trap here
         }
         expectTrap(result?.exitStatus)

@@ -194,6 +194,19 @@ enum TestSocket {
         return data
     }
 
+    /// Whether the peer closed `fd` (end of stream or a reset) within `timeout`, with nothing sent first: a silent
+    /// peer is not a closed one.
+    static func closedByPeer(_ fd: Int32, timeout: Double) -> Bool {
+        let deadline = SystemClock.monotonic() + timeout
+        var byte: UInt8 = 0
+        while SystemClock.monotonic() < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) > 0 else { continue }
+            return recv(fd, &byte, 1, 0) <= 0
+        }
+        return false
+    }
+
     static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
