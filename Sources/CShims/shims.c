@@ -12,6 +12,8 @@ const size_t CShims_LWS_PRE = LWS_PRE;
 
 sqlite3_destructor_type CShims_SQLITE_TRANSIENT(void) { return SQLITE_TRANSIENT; }
 
+int CShims_sqlite_page_cache_on_demand(void) { return sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0); }
+
 int CShims_lws_log_levels(int errors_and_warnings_only) {
     return errors_and_warnings_only ? (LLL_ERR | LLL_WARN) : (LLL_ERR | LLL_WARN | LLL_NOTICE);
 }

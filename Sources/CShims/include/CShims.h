@@ -14,6 +14,8 @@ extern const size_t CShims_LWS_PRE;
 
 /* SQLITE_TRANSIENT is a cast of -1 to a function pointer; the importer drops it. */
 sqlite3_destructor_type CShims_SQLITE_TRANSIENT(void);
+/* sqlite3_config is variadic: SQLITE_CONFIG_PAGECACHE with no buffer and no initial pages, before the first open. */
+int CShims_sqlite_page_cache_on_demand(void);
 
 /* lws_set_log_level's emit callback is fine, but lwsl_* levels are macros built from enums. */
 int CShims_lws_log_levels(int errors_and_warnings_only);

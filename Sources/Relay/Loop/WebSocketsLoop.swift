@@ -52,6 +52,12 @@ final class WebSocketsLoop: @unchecked Sendable {
         var threadName = "pp-lws"
     }
 
+    /// The descriptors a context without a listener may hold: the events socket, the one it replaces while that
+    /// closes, lws's wake-up pipe, with room to spare. Left unset, lws sizes two tables by the descriptor limit and
+    /// zeroes them: 16 bytes per descriptor, 1 MiB resident at the 65,536 the relay raises the limit to, for one
+    /// socket. Set, lws finds a socket's entry by scanning these few.
+    static let clientOnlyDescriptors: UInt32 = 16
+
     private var context: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolCount: Int
@@ -156,6 +162,8 @@ final class WebSocketsLoop: @unchecked Sendable {
             info.timeout_secs = 5
             // The listener, lws's wake-up pipe and room for the one `HTTPServer.adopt` closes to make space.
             if let maxConnections = settings.maxConnections { info.fd_limit_per_thread = UInt32(maxConnections + 8) }
+        } else {
+            info.fd_limit_per_thread = WebSocketsLoop.clientOnlyDescriptors
         }
         return info
     }

@@ -1,3 +1,4 @@
+import CShims
 import CSQLite
 
 /// Owns one SQLite connection (`sqlite3*`), closed in `deinit`.
@@ -12,6 +13,13 @@ final class Database {
     let path: String
     let handle: OpaquePointer
 
+    /// SQLite's one process-wide setting, made before the first connection opens (after that SQLite refuses it,
+    /// harmlessly). By default every page cache starts with 20 pages allocated at once and each slot's header
+    /// written, ~87 kB resident per connection (and per temporary b-tree) whatever it reads; on demand, a cache holds
+    /// only the pages it has read, a few kB for an idle relay's two connections. A cache that grows allocates a page
+    /// at a time either way.
+    private static let pageCacheOnDemand: Bool = CShims_sqlite_page_cache_on_demand() == SQLITE_OK
+
     /// Opens (creating if missing) the file at `path`. SQLite opens lazily, so a corrupt or unreadable file
     /// only shows up at the first read; `Store.init` makes that read before it hands the store out.
     ///
@@ -25,6 +33,7 @@ final class Database {
     /// `readOnly`: `READONLY` instead of `READWRITE | CREATE`, for `backup` and `check`, which read a store the relay
     /// may be writing and must never create one where there was none.
     init(path: String, readOnly: Bool = false) throws {
+        _ = Database.pageCacheOnDemand
         var db: OpaquePointer?
         let access = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         let flags = access | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
