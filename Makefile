@@ -26,6 +26,9 @@ STRICT_FLAGS  := -Xswiftc -warnings-as-errors -Xcc -Werror
 # numbers (and why not -Osize), `make size-report` where the bytes go.
 PACK_RELOCS   ?= -Xlinker -z -Xlinker pack-relative-relocs
 STRIP_FLAGS   ?= -Xlinker --strip-all
+# The DWARF unwind tables left out of the release executables (deploy/drop-unwind-tables.ld says why it is safe);
+# `make build UNWIND_TABLES=` keeps them.
+UNWIND_TABLES ?= -Xlinker -T -Xlinker $(CURDIR)/deploy/drop-unwind-tables.ld -Xlinker --no-eh-frame-hdr
 SYMBOL_ORDER  := -Xlinker --symbol-ordering-file=$(CURDIR)/deploy/symbol-order.txt -Xlinker --no-warn-symbol-ordering
 # The release build reports the checkout's version (git describe) and commit: deploy/build-stamp.sh writes them into
 # $(BUILD_STAMP) (git-ignored), compiled in by -DPREFECT_PUSH_STAMPED (Sources/Relay/Process/BuildInfo.swift). Other builds
@@ -33,7 +36,7 @@ SYMBOL_ORDER  := -Xlinker --symbol-ordering-file=$(CURDIR)/deploy/symbol-order.t
 BUILD_STAMP   := Sources/Relay/Process/BuildStamp.generated.swift
 RELEASE_COMPILE := -c release --static-swift-stdlib --disable-local-rpath --pkg-config-path $(STATIC_DIR)/pkgconfig \
                    -Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -DPREFECT_PUSH_STAMPED $(STRICT_FLAGS)
-RELEASE_FLAGS := $(RELEASE_COMPILE) -Xswiftc -use-ld=lld $(PACK_RELOCS) $(SYMBOL_ORDER) $(STRIP_FLAGS)
+RELEASE_FLAGS := $(RELEASE_COMPILE) -Xswiftc -use-ld=lld $(PACK_RELOCS) $(SYMBOL_ORDER) $(UNWIND_TABLES) $(STRIP_FLAGS)
 KUBERNETES_VALIDATE := $(VENV)/bin/kubernetes-validate
 KUBERNETES_VALIDATE_VERSION := 1.37.0
 KUBERNETES_VERSION ?= 1.31.0
