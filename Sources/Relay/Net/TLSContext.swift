@@ -53,7 +53,7 @@ final class TLSContext: Sendable {
     /// The caller owns the result and frees it with `SSL_free`.
     func makeSSL(host: String) throws(TLSError) -> OpaquePointer {
         guard let ssl = SSL_new(context) else { throw TLSError("SSL_new") }
-        let isIP = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        let isIP = host.contains(":") || host.allSatisfy { $0.isASCIIDigit || $0 == "." }
         let ok: Bool
         if isIP {
             ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1

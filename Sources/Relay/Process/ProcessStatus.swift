@@ -11,7 +11,7 @@ enum ProcessStatus {
         while fgets(&line, Int32(line.count), file) != nil {
             let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             if text.hasPrefix("VmRSS:") {
-                let digits = text.dropFirst(6).filter(\.isNumber)
+                let digits = text.dropFirst(6).filter(\.isASCIIDigit)
                 return Int(digits).map { $0 * 1024 }
             }
         }

@@ -16,8 +16,8 @@ public struct APIError: Error, Sendable, Equatable {
     public static func unauthorized(_ m: String) -> APIError { APIError(status: 401, message: m) }
     public static func unavailable(_ m: String) -> APIError { APIError(status: 503, message: m) }
     public static func methodNotAllowed(method: String, allowed: String) -> APIError {
-        let shown = String(method.prefix(16).filter { $0.isASCII && ($0.isLetter || $0 == "-") })
-        return APIError(status: 405, message: "method \(shown) is not allowed here; use \(allowed)", allow: allowed)
+        APIError(status: 405, message: "method \(HTTPFramer.shown(method)) is not allowed here; use \(allowed)",
+                 allow: allowed)
     }
 
     public var response: APIResponse {

@@ -306,7 +306,7 @@ public struct HTTPFramer: Sendable {
     }
 
     static func shown(_ method: String) -> String {
-        String(method.prefix(16).filter { $0.isASCII && ($0.isLetter || $0 == "-") })
+        String(method.prefix(16).filter { $0.isASCIILetter || $0 == "-" })
     }
 
     /// Header fields by lowercased name, in order.

@@ -72,7 +72,7 @@ extension Config {
 
     /// A bundle id (`APNS_TOPIC`): letters, digits, dots, dashes and underscores.
     static func bundleID(_ topic: String, _ name: String) throws(ConfigError) -> String {
-        guard topic.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }) else {
+        guard topic.allSatisfy({ $0.isASCIILetterOrDigit || $0 == "." || $0 == "-" || $0 == "_" }) else {
             throw ConfigError(name, "must be a bundle id like com.example.app")
         }
         return topic

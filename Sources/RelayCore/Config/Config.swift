@@ -102,7 +102,7 @@ public struct Config: Sendable, Equatable {
 
     static func appleID(_ raw: String?, _ name: String, _ what: String) throws(ConfigError) -> String {
         guard let raw else { throw ConfigError(name, "is required with an APNs key; set it to \(what)") }
-        guard raw.count <= 64, raw.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+        guard raw.count <= 64, raw.allSatisfy(\.isASCIILetterOrDigit) else {
             throw ConfigError(name, "must be letters and digits (Apple's ids are 10 characters)")
         }
         return raw
@@ -123,8 +123,8 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
 extension String {
     func trimmingWhitespace() -> String {
         var scalars = Substring(self)
-        while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
-        while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
+        while let first = scalars.first, first.isWhitespaceASCIIFirst { scalars.removeFirst() }
+        while let last = scalars.last, last.isWhitespaceASCIIFirst { scalars.removeLast() }
         return String(scalars)
     }
 

@@ -191,7 +191,7 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
         }
         let (username, password) = try takeCredentials(from: &rest, variable: variable)
         let (host, portText) = try splitHostPort(rest, variable: variable, shape: "a proxy origin like http://[::1]:3128")
-        guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }) else {
+        guard !host.isEmpty, !host.contains(where: \.isWhitespaceASCIIFirst) else {
             throw ConfigError(variable, "must name a proxy host, like http://proxy:3128")
         }
         // libwebsockets (the events socket) keeps the proxy host and credentials in fixed buffers and, given longer
@@ -250,8 +250,4 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
 func splitScheme(_ text: Substring) -> (Substring, Substring)? {
     guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { return nil }
     return (text[..<colon], text[text.index(colon, offsetBy: 3)...])
-}
-
-private extension Character {
-    var isASCIIDigit: Bool { isASCII && isNumber }
 }

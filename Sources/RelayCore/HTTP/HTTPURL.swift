@@ -33,7 +33,7 @@ public struct HTTPURL: Sendable, Equatable {
         else if text.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) }
         else { throw ConfigError(variable, "must be \(fix), got \"\(text.prefix(80))\"") }
         if requireHTTPS && !tls { throw ConfigError(variable, "must be \(fix) (APNs needs TLS)") }
-        guard !text.contains(where: { $0.isWhitespace || $0 == "?" || $0 == "#" }) else {
+        guard !text.contains(where: { $0.isWhitespaceASCIIFirst || $0 == "?" || $0 == "#" }) else {
             throw ConfigError(variable, "must be \(fix) without spaces, query or fragment")
         }
 

@@ -22,7 +22,7 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
         var length = maximum
         if parts.count == 2 {
             let digits = parts[1]
-            guard !digits.isEmpty, digits.count <= 3, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
+            guard !digits.isEmpty, digits.count <= 3, digits.allSatisfy(\.isASCIIDigit),
                   digits.count == 1 || digits.first != "0", let value = Int(digits), value <= maximum else {
                 return .failure(.badLength(maximum: maximum))
             }
