@@ -36,7 +36,7 @@ package enum RelayMain {
         var text = """
             prefect-push \(BuildInfo.version): tells phones when a Prefect flow run starts waiting on a person.
 
-            usage: prefect-push [check | status [--json] [--device ID] [--run ID] | backup FILE | restore FILE | schema
+            usage: prefect-push [check | \(StatusQuery.synopsis) | backup FILE | restore FILE | schema
                    | health | --help | --version [--verbose]]
               \(CheckCommand.usage)
               \(StatusCommand.usage)

@@ -63,9 +63,8 @@ extension APNsHostLoop {
                 streak = streak ?? FailureStreak()
                 streak?.failed(at: time, error: "\(error)")
             }
-            if machine.connectFailed(now: monotonicMs(), random: Double.random(in: 0..<1)).failWaiting {
-                for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
-            }
+            machine.connectFailed(now: monotonicMs(), random: Double.random(in: 0..<1))
+            for push in waiting.drain() { push.finish(.notSent(.connectFailed("\(error)"))) }
         }
     }
 

@@ -4,8 +4,9 @@ import RelayCore
 /// for a container's HEALTHCHECK in an image with no shell and no curl (as gorush's `--ping`). Liveness, not
 /// readiness: a relay waiting on Prefect is alive, and restarting it would not bring Prefect back.
 ///
-/// Exit 0 when the relay answers 200 within 3 s; 1 when it doesn't (the reason on stderr); 2 for a usage error or a
-/// configuration the relay itself would refuse.
+/// Exit 0 when the relay answers 200 within 3 s; 1 otherwise (the reason on stderr), a usage error or a malformed
+/// `PORT`, `API_BIND` or `BASE_PATH` included: Docker's HEALTHCHECK reserves exit code 2. Reads only those three
+/// settings, so a relay is probed whatever the rest of the environment says.
 enum HealthCommand {
     static let usage = "health       exit 0 if the relay on this host answers GET <BASE_PATH>/health/live on PORT "
         + "within 3 s, else 1 (a container HEALTHCHECK)"
@@ -13,15 +14,15 @@ enum HealthCommand {
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         guard arguments.isEmpty else {
             Stderr.write("usage: prefect-push health (PORT, API_BIND and BASE_PATH say where the relay listens)\n")
-            return 2
+            return 1
         }
-        let config: Config
-        do { config = try Config(environment: environment) } catch {
+        let listener: Config.APIListener
+        do { listener = try Config.apiListener(environment: environment) } catch {
             Stderr.write("health: \(error)\n")
-            return 2
+            return 1
         }
-        let url = HTTPURL(tls: false, host: host(bound: config.apiBind), port: config.port, path: "")
-        let path = config.basePath + "/health/live"
+        let url = HTTPURL(tls: false, host: host(bound: listener.bind), port: listener.port, path: "")
+        let path = listener.basePath + "/health/live"
         let pool: HTTPPool
         do { pool = try HTTPPool() } catch {
             Stderr.write("health: \(error)\n")

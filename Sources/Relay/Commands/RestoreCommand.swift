@@ -4,7 +4,8 @@ import RelayCore
 /// `prefect-push restore FILE`: puts a backup (`prefect-push backup FILE`) back at `DB_PATH`, with the relay stopped,
 /// for a rollback after an upgrade or a damaged store (`StoreCopy.restore`). The image has no shell or `cp`, so this
 /// is how a backup on the volume goes back in place in a pod. Prints one line in `check`'s format and exits 0 when
-/// the store is restored and passed its integrity check, 1 when it failed, 2 for a usage error.
+/// the store is restored and passed its integrity check, 1 when it failed (a relay still running on the store
+/// included: the restore refuses to write under it), 2 for a usage error.
 enum RestoreCommand {
     static let usage = "restore FILE put the backup FILE back at DB_PATH (stop the relay first), checked, then exit"
 

@@ -122,14 +122,14 @@ actor PauseTracker {
     }
 
     /// Ended pauses past the store's retention (a day) go; memory forgot them long before (`PauseWatcher.Rules`).
-    /// So do APNs' answers that `AnswerRetention` no longer keeps (a day after their pause ended, or over its cap).
+    /// Their answers go with them; so do those `AnswerRetention`'s row cap no longer keeps.
     func prune() {
         lastPrune = steady()
         let wall = now()
         let cutoff = Int64(wall - watcher.rules.retention)
         let pruned = ledger.inOrder { $0.attempt("prune_pauses") { try $0.prunePauses(endedBefore: cutoff) } }
         if let pruned, pruned > 0 { Log.debug("pauses.pruned", ["count": String(pruned)]) }
-        let answers = ledger.inOrder { $0.attempt("prune_answers") { try $0.pruneAnswers(now: Int64(wall)) } }
+        let answers = ledger.inOrder { $0.attempt("prune_answers") { try $0.pruneAnswers() } }
         if let answers, answers > 0 { Log.debug("answers.pruned", ["count": String(answers)]) }
     }
 }

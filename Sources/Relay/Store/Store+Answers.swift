@@ -3,10 +3,11 @@ import RelayCore
 // MARK: - APNs' answers kept after their pause
 
 extension Store {
-    /// Deletes the answers of ended pauses that `retention` no longer keeps (past its age, or over its row cap, the
-    /// pauses that ended first going first), in one transaction. Returns how many answers went.
+    /// Deletes the answers of ended pauses that `retention` no longer keeps (over its row cap, the pauses that ended
+    /// first going first), in one transaction; answers past their pause's day go with it (`prunePauses`). Returns how
+    /// many answers went.
     @discardableResult
-    func pruneAnswers(now: Int64, retention: AnswerRetention = AnswerRetention()) throws -> Int {
+    func pruneAnswers(retention: AnswerRetention = AnswerRetention()) throws -> Int {
         let ended = try statement("""
             SELECT a.state_id, p.ended_at, count(*) FROM push_answers a JOIN pauses p ON p.state_id = a.state_id
             WHERE p.ended_at IS NOT NULL GROUP BY a.state_id
@@ -19,7 +20,7 @@ extension Store {
             }
             let rows = Int(try total.query([]) { $0.int64(0) }.first ?? 0)
             var removed = 0
-            for stateID in retention.pausesToForget(ended: kept, totalRows: rows, now: now) {
+            for stateID in retention.pausesToForget(ended: kept, totalRows: rows) {
                 removed += try forget.execute([.text(stateID)])
             }
             return removed

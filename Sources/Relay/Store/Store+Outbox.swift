@@ -146,11 +146,6 @@ extension Store {
         }
     }
 
-    /// `settle` for rows alone.
-    func settle(_ results: [(id: Int64, verdict: OutboxVerdict)], answers: [PushAnswer] = []) throws {
-        try settle(results.map { OutboxSettlement(id: $0.id, verdict: $0.verdict) }, answers: answers)
-    }
-
     /// Drops what is no longer worth sending: pushes past their expiry, and message rows nothing points at. An open
     /// fan-out past its expiry goes too, unless it is `live` (being answered now): its members with no answer are
     /// dropped unsent like rows. Returns how many pushes were dropped unsent.

@@ -31,8 +31,8 @@ extension Store {
     }
 
     /// Ends a waiting pause with the run's new state name, and drops its alert, start and reminder pushes still
-    /// queued (news about a run that moved on). The answers kept for `status` stay, for `AnswerRetention.keepFor`
-    /// (`pruneAnswers`). True only the first time, so the activity is ended once.
+    /// queued (news about a run that moved on). The answers kept for `status` stay as long as the pause
+    /// (`prunePauses`), or less over `AnswerRetention`'s cap. True only the first time, so the activity is ended once.
     @discardableResult
     func markEnded(stateID: String, state: String?, at time: Int64) throws -> Bool {
         let end = try statement("UPDATE pauses SET ended_at = ?3, ended_state = ?2 WHERE state_id = ?1 AND ended_at IS NULL")

@@ -27,9 +27,9 @@ struct StoreError: Error, CustomStringConvertible {
         StoreError(kind: .newerSchema, path: path,
                    problem: "this store was written by a newer prefect-push (schema \(version) > \(latest), the newest "
                        + "this version knows)",
-                   fix: "run that newer version, or restore the backup taken before the upgrade: stop the relay, copy "
-                       + "the backup over DB_PATH, remove DB_PATH-wal and DB_PATH-shm, start this version (backups are "
-                       + "made with prefect-push backup FILE)")
+                   fix: "run that newer version, or restore the backup taken before the upgrade: stop the relay, run "
+                       + "prefect-push restore FILE (or copy the backup over DB_PATH and remove DB_PATH-wal and "
+                       + "DB_PATH-shm), start this version (backups are made with prefect-push backup FILE)")
     }
 
     // MARK: - Diagnosis

@@ -79,26 +79,18 @@ public struct APNsConnectionMachine: Sendable {
         connectFailures = 0
     }
 
-    /// What follows a failed connect.
-    public struct ConnectFailure: Sendable, Equatable {
-        /// Tell every waiting push it was never sent: the caller's row of `DeliveryTable` decides its retry (the
-        /// outbox's backoff), rather than each waiting here through reconnects it can't see.
-        public var failWaiting: Bool
-        /// The next attempt waits this long (ms).
-        public var retryInMs: Int64
-    }
-
-    /// A connect failed: nothing was sent, so the waiting pushes are failed as never sent, and the next attempt
-    /// waits per the reconnect backoff.
+    /// A connect failed: the next attempt waits per the reconnect backoff; returns that wait (ms). Nothing was sent,
+    /// so the caller fails every waiting push as never sent: its row of `DeliveryTable` decides its retry (the
+    /// outbox's backoff), rather than each waiting here through reconnects it can't see.
     @discardableResult
-    public mutating func connectFailed(now: Int64, random: Double) -> ConnectFailure {
+    public mutating func connectFailed(now: Int64, random: Double) -> Int64 {
         precondition(link == nil, "a connect failed while a link is open")
         connectFailures += 1
         // Jitter only shortens (`Backoff`); never below the configured gap.
         let delay = max(Int64(policy.options.reconnectDelayMs),
                         Int64(reconnect.delay(failures: connectFailures, random: random) * 1000))
         policy.connectFailed(now: now, delayMs: delay)
-        return ConnectFailure(failWaiting: true, retryInMs: delay)
+        return delay
     }
 
     /// The link is dropped (its socket closed by the loop). Every stream still open ends here: those that went out

@@ -14,7 +14,10 @@ public struct StatusQuery: Sendable, Equatable {
 
     public var isFiltered: Bool { device != nil || run != nil }
 
-    public static let usage = "usage: prefect-push status [--json] [--device ID] [--run ID] (DB_PATH names the store to read)"
+    /// The command and its arguments, as `--help` and the usage line write them.
+    public static let synopsis = "status [--json] [--device ID] [--run ID]"
+
+    public static let usage = "usage: prefect-push \(synopsis) (DB_PATH names the store to read)"
 
     /// A usage error: what is wrong with the arguments, said in one line.
     public struct UsageError: Error, Equatable, CustomStringConvertible {

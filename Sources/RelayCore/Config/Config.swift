@@ -95,6 +95,21 @@ public struct Config: Sendable, Equatable {
         (try? Settings.dbPath.read(EnvironmentReader(environment))) ?? Settings.dbPath.defaultValue
     }
 
+    /// Where the HTTP API listens: `PORT`, `API_BIND` and `BASE_PATH`.
+    public struct APIListener: Sendable, Equatable {
+        public var port: Int
+        public var bind: String
+        public var basePath: String
+    }
+
+    /// `PORT`, `API_BIND` and `BASE_PATH` alone, for `prefect-push health`: a probe of the relay on this host reads
+    /// only where it listens, so a setting it doesn't need (one this environment spells wrong, say) can't fail it.
+    public static func apiListener(environment: [String: String]) throws(ConfigError) -> APIListener {
+        let read = EnvironmentReader(environment)
+        return APIListener(port: try Settings.port.read(read), bind: try Settings.apiBind.read(read),
+                           basePath: try Settings.basePath.read(read))
+    }
+
     /// `LOG_FORMAT` alone: the relay reads it before the rest, so even a configuration error is written in it.
     public static func logFormat(environment: [String: String]) throws(ConfigError) -> LogFormat {
         try Settings.logFormat.read(EnvironmentReader(environment))

@@ -8,14 +8,24 @@ public enum NearMissVariables {
         public let known: String
     }
 
+    /// Other programs' well-known variables (in upper case; either case matches) that sit a slip away from a
+    /// setting, and so would be named in every environment that has them: curl's proxies for other schemes (`FTP_PROXY`
+    /// is two edits from `HTTP_PROXY`, `WS_PROXY` from `NO_PROXY`; the relay reads only HTTP(S)_PROXY and NO_PROXY),
+    /// Go's `GOPROXY`, and the generic `API_KEY`, `APP_KEY` (two from `APNS_KEY`). `ALL_PROXY` is not near one today;
+    /// it is here so a setting added later doesn't make it so.
+    static let unrelated: Set<String> = [
+        "FTP_PROXY", "ALL_PROXY", "WS_PROXY", "WSS_PROXY", "GOPROXY", "API_KEY", "APP_KEY",
+    ]
+
     /// The near misses among `names` (the environment's variable names), in name order. A name is near a setting's
     /// when it differs only in case, or by one edit (a letter added, dropped, changed, or two swapped) from a setting
     /// of fewer than 8 characters, or by two from a longer one: close enough to be a slip, far enough that other
-    /// programs' variables (`PATH`, `HOME`, Prefect's own `PREFECT_*`) aren't taken for one.
+    /// programs' variables (`PATH`, `HOME`, Prefect's own `PREFECT_*`) aren't taken for one. Those that are, all the
+    /// same, are listed in `unrelated`.
     public static func find(in names: some Sequence<String>, known: [String] = Settings.all.map(\.name)) -> [NearMiss] {
         let knownSet = Set(known)
         var misses: [NearMiss] = []
-        for name in names.sorted() where !knownSet.contains(name) {
+        for name in names.sorted() where !knownSet.contains(name) && !unrelated.contains(name.uppercased()) {
             let given = Array(name.uppercased().utf8)
             var best: (known: String, distance: Int)?
             for candidate in known {

@@ -89,16 +89,9 @@ public struct HTTPPoolPolicy: Sendable {
         request.abandoned && now - request.sentAt >= Int64(options.abandonedHoldMs)
     }
 
-    /// How many connections an origin may have now: the normal size, plus one for each request open `slowMs` or
-    /// longer (up to `extraConnectionsPerHost`). Reads Prefect answers in time keep the pool at its normal size.
-    public func limit(_ connections: [Connection], now: Int64) -> Int {
-        limit(slow: connections.count { connection in
-            guard case .busy(let request) = connection else { return false }
-            return isSlow(sentAt: request.sentAt, now: now)
-        })
-    }
-
-    /// `limit(_:now:)` from the count of slow requests alone.
+    /// How many connections an origin may have now, with `slow` of its requests open `slowMs` or longer (`isSlow`):
+    /// the normal size, plus one for each (up to `extraConnectionsPerHost`). Reads Prefect answers in time keep the
+    /// pool at its normal size.
     public func limit(slow: Int) -> Int { options.maxConnectionsPerHost + min(slow, options.extraConnectionsPerHost) }
 
     /// The most an origin may ever have open or opening.
@@ -141,22 +134,10 @@ public struct HTTPPoolPolicy: Sendable {
         lastWarning.map { now - $0 >= Int64(options.stallWarningEveryMs) } ?? true
     }
 
-    /// How long the loop may sleep in poll() (ms; -1: until woken): the soonest caller deadline, abandoned hold,
-    /// idle expiry or connect deadline, and the moments a request turns slow (only while calls wait), turns stalled
-    /// or is due another stall warning. A moment already past is not waited for again.
-    public func pollTimeout(now: Int64, waitingDeadlines: [Int64], connections: [Connection], connectDeadlines: [Int64],
-                            lastStallWarning: Int64?) -> Int64 {
-        var wake = Wake(now: now)
-        waitingDeadlines.forEach { wake.at($0) }
-        for connection in connections {
-            self.wake(&wake, for: connection, callsWait: !waitingDeadlines.isEmpty, lastStallWarning: lastStallWarning)
-        }
-        connectDeadlines.forEach { wake.at($0) }
-        return wake.timeout
-    }
-
-    /// The moments one connection needs the loop awake for (`pollTimeout`), added to `wake`: the machine walks its
-    /// own state with this instead of building arrays each turn.
+    /// The moments one connection needs the loop awake for, added to `wake` (`HTTPPoolStateMachine.pollTimeout`
+    /// adds the callers' and the connects' deadlines): its caller's deadline or its abandoned hold, the moments its
+    /// request turns slow (only while calls wait), turns stalled or is due another stall warning, and an idle one's
+    /// expiry. A moment already past is not waited for again.
     public func wake(_ wake: inout Wake, for connection: Connection, callsWait: Bool, lastStallWarning: Int64?) {
         switch connection {
         case .busy(let request):

@@ -25,6 +25,16 @@ import Testing
         #expect(NearMissVariables.find(in: environment) == [])
     }
 
+    /// Other programs' well-known variables that happen to be a slip away from a setting (`FTP_PROXY` from
+    /// `HTTP_PROXY`, `API_KEY` from `APNS_KEY`, `GOPROXY` from `NO_PROXY`) are not named; a slip beside them still is.
+    @Test func wellKnownVariablesOfOtherProgramsAreNotNamed() {
+        let others = ["ftp_proxy", "FTP_PROXY", "all_proxy", "ALL_PROXY", "ws_proxy", "WS_PROXY", "wss_proxy",
+                      "WSS_PROXY", "GOPROXY", "API_KEY", "APP_KEY"]
+        #expect(NearMissVariables.find(in: others) == [])
+        #expect(NearMissVariables.find(in: others + ["HTTP_PROXI"]) == [.init(given: "HTTP_PROXI", known: "HTTP_PROXY")])
+        #expect(NearMissVariables.find(in: others + ["APNS_KY"]) == [.init(given: "APNS_KY", known: "APNS_KEY")])
+    }
+
     /// Two edits away from a short name is another word, not a slip (`PORT` and `POST`, `HOST`...).
     @Test func shortNamesAllowOneEditOnly() {
         #expect(NearMissVariables.find(in: ["PO"]) == [])

@@ -27,12 +27,12 @@ import Testing
     }
 
     @Test func slowRequestsMakeRoomForExtraConnectionsUpToSix() {
-        let fast = (0..<6).map { _ in busy(sentAt: 1_000) }
-        #expect(policy.limit(fast, now: 1_199) == 6)
-        #expect(policy.limit(fast, now: 1_200) == 12)  // all six slow: six more
-        let mixed = [busy(sentAt: 0), busy(sentAt: 0), busy(sentAt: 900), .idle(since: 0)]
-        #expect(policy.limit(mixed, now: 1_000) == 8)
-        #expect(policy.limit((0..<9).map { _ in busy(sentAt: 0) }, now: 5_000) == 12)  // capped at 6 extra
+        #expect(!policy.isSlow(sentAt: 1_000, now: 1_199))
+        #expect(policy.isSlow(sentAt: 1_000, now: 1_200))
+        #expect(policy.limit(slow: 0) == 6)
+        #expect(policy.limit(slow: 2) == 8)
+        #expect(policy.limit(slow: 6) == 12)  // all six slow: six more
+        #expect(policy.limit(slow: 9) == 12)  // capped at 6 extra
     }
 
     @Test func aGroupTakesThreeRequestsAtOnce() {
@@ -71,27 +71,32 @@ import Testing
         #expect(policy.stallWarningDue(now: 10_000, lastWarning: 0))
     }
 
+    /// The poll() timeout at `now` for these callers' deadlines, connections and connects' deadlines, gathered as
+    /// `HTTPPoolStateMachine.pollTimeout` gathers it from its own state.
+    private func wakeAfter(now: Int64, calls: [Int64] = [], _ connections: [HTTPPoolPolicy.Connection] = [],
+                       connects: [Int64] = []) -> Int64 {
+        var wake = HTTPPoolPolicy.Wake(now: now)
+        calls.forEach { wake.at($0) }
+        for connection in connections {
+            policy.wake(&wake, for: connection, callsWait: !calls.isEmpty, lastStallWarning: nil)
+        }
+        connects.forEach { wake.at($0) }
+        return wake.timeout
+    }
+
     @Test func theLoopSleepsUntilTheSoonestMoment() {
-        // Nothing at all: until woken.
-        #expect(policy.pollTimeout(now: 0, waitingDeadlines: [], connections: [], connectDeadlines: [], lastStallWarning: nil) == -1)
+        #expect(wakeAfter(now: 0) == -1)  // nothing at all: until woken
         // An idle connection: its extra-idle moment, then its idle timeout.
-        #expect(policy.pollTimeout(now: 1_000, waitingDeadlines: [], connections: [.idle(since: 0)], connectDeadlines: [],
-                                   lastStallWarning: nil) == 4_000)
-        #expect(policy.pollTimeout(now: 6_000, waitingDeadlines: [], connections: [.idle(since: 0)], connectDeadlines: [],
-                                   lastStallWarning: nil) == 24_000)
+        #expect(wakeAfter(now: 1_000, [.idle(since: 0)]) == 4_000)
+        #expect(wakeAfter(now: 6_000, [.idle(since: 0)]) == 24_000)
         // A busy connection with a call waiting: the moment its request turns slow.
-        #expect(policy.pollTimeout(now: 100, waitingDeadlines: [50_000], connections: [busy(sentAt: 0)], connectDeadlines: [],
-                                   lastStallWarning: nil) == 100)
+        #expect(wakeAfter(now: 100, calls: [50_000], [busy(sentAt: 0)]) == 100)
         // Without a waiting call, slowness doesn't matter: the stall moment.
-        #expect(policy.pollTimeout(now: 100, waitingDeadlines: [], connections: [busy(sentAt: 0)], connectDeadlines: [],
-                                   lastStallWarning: nil) == 900)
+        #expect(wakeAfter(now: 100, [busy(sentAt: 0)]) == 900)
         // An abandoned request: its hold, not its caller's deadline (long past).
-        #expect(policy.pollTimeout(now: 20_000, waitingDeadlines: [], connections: [busy(sentAt: 0, abandoned: true)],
-                                   connectDeadlines: [], lastStallWarning: nil) == 40_000)
+        #expect(wakeAfter(now: 20_000, [busy(sentAt: 0, abandoned: true)]) == 40_000)
         // A connect's deadline, and a caller's deadline already past: at once.
-        #expect(policy.pollTimeout(now: 100, waitingDeadlines: [], connections: [], connectDeadlines: [350],
-                                   lastStallWarning: nil) == 250)
-        #expect(policy.pollTimeout(now: 100, waitingDeadlines: [50], connections: [], connectDeadlines: [],
-                                   lastStallWarning: nil) == 0)
+        #expect(wakeAfter(now: 100, connects: [350]) == 250)
+        #expect(wakeAfter(now: 100, calls: [50]) == 0)
     }
 }

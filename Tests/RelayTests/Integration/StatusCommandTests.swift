@@ -40,12 +40,12 @@ import Testing
             PushAnswer(stateID: "state-7", deviceID: device, purpose: "alert", status: status, reason: reason,
                        answeredMs: at * 1000)
         }
-        try store.settle([(id: items[0].id, verdict: .retry(at: Double(now + 5))),
-                          (id: items[1].id, verdict: .settled), (id: items[2].id, verdict: .settled)],
+        try store.settle([items[0].settlement(.retry(at: Double(now + 5))),
+                          items[1].settlement(.settled), items[2].settlement(.settled)],
                          answers: [answer("pending-phone", 503, "ServiceUnavailable", at: now - 28),
                                    answer("done-phone", 200, "delivered", at: now - 28),
                                    answer("dropped-phone", 400, "BadTopic", at: now - 28)])
-        try store.settle([(id: items[0].id, verdict: .retry(at: Double(now + 10)))],
+        try store.settle([items[0].settlement(.retry(at: Double(now + 10)))],
                          answers: [answer("pending-phone", 503, "ServiceUnavailable", at: now - 20)])
     }
 
@@ -148,8 +148,8 @@ import Testing
         #expect(both["pauses"]?.array?.map { $0["phase"] } == ["waiting"])
         #expect(both["devices"]?.array?.map { $0["id"] } == ["done-phone"])
 
-        // A day after the end the answers go; the pause itself is still listed by run, with none kept.
-        do { #expect(try Store(path: db).pruneAnswers(now: Self.now - 40 + 86_400) == 2) }
+        // Over the row cap the ended pause's answers go; the pause itself is still listed by run, with none kept.
+        do { #expect(try Store(path: db).pruneAnswers(retention: AnswerRetention(maxRows: 0)) == 2) }
         let pruned = try run("status --device done-phone", db: db, in: directory)
         #expect(pruned.out.contains("pauses: 1 (1 waiting, 0 ended)\n"), "\(pruned.out)")
         let prunedRun = try JSONParser.parse(try run("status --json --run run-done", db: db, in: directory).out)

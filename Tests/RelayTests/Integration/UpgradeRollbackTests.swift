@@ -76,6 +76,10 @@ import Testing
             relay.exitCode() != nil || relay.log.contains("event=relay.started")
         }
         #expect(relay.exitCode() == nil, "\(relay.log)")
+        // A restore now, with the relay running on the store, is refused and changes nothing.
+        let underRelay = try run(["restore", directory + "/before-upgrade.db"], env, in: directory)
+        #expect(underRelay.code == 1, "\(underRelay.out)")
+        #expect(underRelay.out.contains("a relay seems to be running on it"), "\(underRelay.out)")
         #expect(relay.stop() == 0, "\(relay.log)")
         #expect(!relay.log.contains("startup.failed"), "\(relay.log)")
         let status = try run(["status", "--json", "--device", "phone-1"], env, in: directory)

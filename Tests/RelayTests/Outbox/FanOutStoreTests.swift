@@ -53,7 +53,7 @@ import Testing
         #expect(try store.count("SELECT count(*) FROM fanout_sent") == 0)
         #expect(try store.count("SELECT count(*) FROM outbox_messages WHERE open = 0") == 1)  // kept for its row
         #expect(try store.outboxCount() == 1)
-        try store.settle([(id: row.id, verdict: .settled)])
+        try store.settle([row.settlement(.settled)])
         #expect(try store.count("SELECT count(*) FROM outbox_messages") == 0)
     }
 

@@ -59,7 +59,8 @@ import Testing
         let store = try dir.store()
         let phones = try devices(store, 3)
         let items = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) })], dueMs: 0)
-        try store.settle([(items[0].id, .settled), (items[1].id, .retry(at: 20)), (items[2].id, .settled)])
+        try store.settle([items[0].settlement(.settled), items[1].settlement(.retry(at: 20)),
+                          items[2].settlement(.settled)])
         #expect(try store.outboxCount() == 1)
         #expect(try store.duePushes(nowMs: 19_999, limit: 10).isEmpty)
         let again = try store.duePushes(nowMs: 20_000, limit: 10)
@@ -76,12 +77,12 @@ import Testing
         let items = try store.enqueue([OutboxBatch(message: message(), recipients: phones.map { ($0, $0.token) }),
                                        OutboxBatch(message: message(.start), recipients: [(phones[0], "feed")])], dueMs: 0)
         let messages = { try store.database.scalarInt("SELECT count(*) FROM outbox_messages") }
-        try store.settle([(items[0].id, .settled), (items[3].id, .settled)])
+        try store.settle([items[0].settlement(.settled), items[3].settlement(.settled)])
         #expect(try messages() == 1)
-        try store.settle([(items[1].id, .settled), (items[2].id, .retry(at: 20))])
+        try store.settle([items[1].settlement(.settled), items[2].settlement(.retry(at: 20))])
         #expect(try messages() == 1)
         #expect(try store.duePushes(nowMs: 20_000, limit: 10).map(\.id) == [items[2].id])
-        try store.settle([(items[2].id, .settled)])
+        try store.settle([items[2].settlement(.settled)])
         #expect(try messages() == 0)
         #expect(try store.outboxCount() == 0)
     }
@@ -143,8 +144,8 @@ import Testing
     }
 
     /// APNs' last answer per pause, device and purpose is kept with the settle (the newest wins), goes when the
-    /// device is unregistered, and stays when the pause ends, with its end push's answer kept too, until
-    /// `pruneAnswers` finds it a day past the end.
+    /// device is unregistered, and stays when the pause ends, with its end push's answer kept too, until the pause
+    /// goes (`prunePauses`, a day past the end): the answers go with it, and the row cap alone prunes none.
     @Test func answersAreKeptPastThePausesEndThenPruned() throws {
         let dir = try StoreScratch()
         let store = try dir.store()
@@ -154,9 +155,9 @@ import Testing
         func answer(_ device: String, _ status: Int, _ reason: String, _ ms: Int64) -> PushAnswer {
             PushAnswer(stateID: "s1", deviceID: device, purpose: "alert", status: status, reason: reason, answeredMs: ms)
         }
-        try store.settle([(items[0].id, .retry(at: 20)), (items[1].id, .settled)],
+        try store.settle([items[0].settlement(.retry(at: 20)), items[1].settlement(.settled)],
                          answers: [answer("d0", 503, "ServiceUnavailable", 10), answer("d1", 200, "delivered", 11)])
-        try store.settle([(items[0].id, .settled)], answers: [answer("d0", 410, "Unregistered", 30)])
+        try store.settle([items[0].settlement(.settled)], answers: [answer("d0", 410, "Unregistered", 30)])
         #expect(try answers(store) == ["s1 d0 alert 410 Unregistered 30", "s1 d1 alert 200 delivered 11"])
         #expect(try store.outboxCount() == 0)
 
@@ -165,14 +166,15 @@ import Testing
         #expect(try store.markEnded(stateID: "s1", state: "Running", at: 50))
         let ends = try store.enqueue([OutboxBatch(message: message(.end), recipients: [(phones[1], phones[1].token)])],
                                      dueMs: 0)
-        try store.settle([(ends[0].id, .settled)], answers: [PushAnswer(stateID: "s1", deviceID: "d1", purpose: "end",
+        try store.settle([ends[0].settlement(.settled)], answers: [PushAnswer(stateID: "s1", deviceID: "d1", purpose: "end",
                                                                         status: 200, reason: "delivered", answeredMs: 60)])
         #expect(try answers(store) == ["s1 d1 alert 200 delivered 11", "s1 d1 end 200 delivered 60"])
-        #expect(try store.pruneAnswers(now: 50 + 86_399) == 0)
+        #expect(try store.pruneAnswers() == 0)
+        #expect(try store.prunePauses(endedBefore: 50) == 0)  // the caller passes now minus a day
         #expect(try answers(store).count == 2)
-        #expect(try store.pruneAnswers(now: 50 + 86_400) == 2)
+        #expect(try store.prunePauses(endedBefore: 51) == 1)
         #expect(try answers(store).isEmpty)
-        #expect(try store.pause(stateID: "s1") != nil)  // the pause itself goes with prunePauses
+        #expect(try store.pause(stateID: "s1") == nil)
     }
 
     /// Over the row cap, the answers of the pause that ended first go, whole; a waiting pause's stay.
@@ -190,10 +192,9 @@ import Testing
             if let ended { #expect(try store.markEnded(stateID: state, state: "Completed", at: ended)) }
         }
         #expect(try answers(store).count == 9)
-        let cap = AnswerRetention(keepFor: 86_400, maxRows: 7)
-        #expect(try store.pruneAnswers(now: 300, retention: cap) == 3)
+        #expect(try store.pruneAnswers(retention: AnswerRetention(maxRows: 7)) == 3)
         #expect(try Set(answers(store).map { String($0.split(separator: " ")[0]) }) == ["second", "waiting"])
-        #expect(try store.pruneAnswers(now: 300, retention: AnswerRetention(keepFor: 86_400, maxRows: 1)) == 3)
+        #expect(try store.pruneAnswers(retention: AnswerRetention(maxRows: 1)) == 3)
         #expect(try Set(answers(store).map { String($0.split(separator: " ")[0]) }) == ["waiting"])
     }
 

@@ -84,6 +84,33 @@ import Testing
         #expect(access(dir.file("x.db"), F_OK) != 0)
     }
 
+    /// A restore under a relay that has the store open (as `Store` opens it: WAL mode, a checkpointer beside it) is
+    /// refused before anything is written: the relay would go on with what it remembers of the old file. Once the
+    /// relay has closed it, the same restore goes through.
+    @Test func aRestoreIsRefusedWhileARelayHasTheStoreOpen() throws {
+        let dir = try StoreScratch()
+        do {
+            let old = try dir.store("old.db")
+            try old.upsertDevice(registration("from-the-backup"), now: 1)
+        }
+        _ = try StoreCopy.backup(from: dir.file("old.db"), to: dir.file("backup.db"))
+        var relay: Store? = try dir.store()
+        try relay?.upsertDevice(registration("live", token: "cc00dd"), now: 2)
+
+        let refused = #expect(throws: StoreError.self) {
+            _ = try StoreCopy.restore(from: dir.file("backup.db"), to: dir.file("relay.db"))
+        }
+        #expect(refused?.kind == .locked)
+        #expect(refused?.description.contains("a relay seems to be running on it") == true, "\(String(describing: refused))")
+        #expect(try relay?.allDevices().map(\.id) == ["live"])
+
+        relay?.stopCheckpointing()
+        relay = nil
+        let restored = try StoreCopy.restore(from: dir.file("backup.db"), to: dir.file("relay.db"))
+        #expect(restored.schemaVersion == Store.migrations.count)
+        #expect(try dir.store().allDevices().map(\.id) == ["from-the-backup"])
+    }
+
     /// A damaged page is named by the check, read-only: the file is left as it was.
     @Test func theCheckFindsADamagedPage() throws {
         let dir = try StoreScratch()
