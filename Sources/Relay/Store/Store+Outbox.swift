@@ -33,20 +33,28 @@ extension Store {
                     audience.map { .integer($0.registeredBy) } ?? .null, .integer(audience == nil ? 0 : 1),
                 ])
                 let messageID = database.lastInsertedRowID
-                var tokens: Set<String> = []
+                // A fan-out's member for a token is its first device id, as `fanout_members` names it (its answer is
+                // noted by that id): the position of each token's member among `items`.
+                var members: [String: Int] = [:]
+                if audience != nil { members.reserveCapacity(batch.recipients.count) }
                 for (device, token) in batch.recipients {
                     let row: Int64
                     if audience != nil {
-                        guard tokens.insert(token).inserted else { continue }
+                        if let at = members[token] {
+                            // SQLite's BINARY order, as min() compares
+                            if device.id.utf8.lexicographicallyPrecedes(items[at].device.id.utf8) {
+                                items[at] = m.item(id: 0, messageID, to: token, of: device)
+                            }
+                            continue
+                        }
+                        members[token] = items.count
                         row = 0
                     } else {
                         guard try insertRow.execute([.integer(messageID), .text(device.id), .text(token), .integer(dueMs)]) > 0
                         else { continue }
                         row = database.lastInsertedRowID
                     }
-                    items.append(OutboxItem(id: row, messageID: messageID, purpose: m.purpose, stateID: m.stateID,
-                                            runID: m.runID, push: m.push(to: token, of: device), device: device,
-                                            attempts: 0))
+                    items.append(m.item(id: row, messageID, to: token, of: device))
                 }
             }
             return items
@@ -106,7 +114,7 @@ extension Store {
         let deleteMessage = try statement("""
             DELETE FROM outbox_messages WHERE id = ?1 AND open = 0 AND NOT EXISTS (SELECT 1 FROM outbox WHERE message_id = ?1)
             """)
-        let note = try statement("INSERT INTO fanout_sent (message_id, token) VALUES (?1, ?2) ON CONFLICT DO NOTHING")
+        let note = try statement("INSERT INTO fanout_sent (message_id, device_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING")
         // A member to try again becomes a row, unless its device (or the message, past its expiry) went meanwhile.
         let keepTrying = try statement("""
             INSERT INTO outbox (message_id, device_id, token, attempts, due_ms)
@@ -127,7 +135,7 @@ extension Store {
                 case (false, .settled): messages.formUnion(try delete.query([.integer(result.id)]) { $0.int64(0) })
                 case (false, .retry(let at)): _ = try reschedule.execute([.integer(result.id), .integer(Int64(at * 1000))])
                 case (true, let verdict):
-                    _ = try note.execute([.integer(result.messageID), .text(result.token)])
+                    _ = try note.execute([.integer(result.messageID), .text(result.deviceID)])
                     if case .retry(let at) = verdict {
                         _ = try keepTrying.execute([.integer(result.messageID), .text(result.deviceID), .text(result.token),
                                                     .integer(Int64(at * 1000))])

@@ -50,6 +50,12 @@ public struct OutboxMessage: Sendable, Equatable {
         Push(kind: kind, deviceToken: token, environment: device.environment, topic: topic, priority: priority,
              collapseID: collapseID, expiration: expiresAt, payload: payload, purpose: purpose)
     }
+
+    /// This message's push to `token` of `device` as outbox item `id` of message `messageID`, not yet tried.
+    public func item(id: Int64, _ messageID: Int64, to token: String, of device: Device) -> OutboxItem {
+        OutboxItem(id: id, messageID: messageID, purpose: purpose, stateID: stateID, runID: runID,
+                   push: push(to: token, of: device), device: device, attempts: 0)
+    }
 }
 
 /// A message and who gets it: the unit the store writes in one transaction.

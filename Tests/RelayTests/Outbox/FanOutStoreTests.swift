@@ -115,6 +115,23 @@ import Testing
         #expect(try store.duePushes(nowMs: 0, limit: 10).isEmpty)
     }
 
+    /// A shared token's member is its first device id whatever order the recipients come in, since its answer is
+    /// noted by that id and the reopen looks for it there.
+    @Test func aSharedTokensMemberIsItsFirstDeviceID() throws {
+        let dir = try StoreScratch()
+        do {
+            let store = try dir.store()
+            let a = try store.upsertDevice(registration("a", token: "shared"), now: 100)
+            let b = try store.upsertDevice(registration("b", token: "shared"), now: 100)
+            let items = try store.enqueue([fanOut([b, a])], dueMs: 0)
+            #expect(items.map(\.device.id) == ["a"])
+            try store.settle(items.map { $0.settlement(.settled) })
+        }
+        let store = try dir.store()
+        try store.reopenFanOuts()
+        #expect(try store.duePushes(nowMs: 0, limit: 10).isEmpty)
+    }
+
     /// Past its expiry an open fan-out nobody is answering is dropped, its members recorded as expired unsent; one
     /// being answered now is left alone.
     @Test func anExpiredFanOutIsPrunedUnlessLive() throws {
