@@ -9,15 +9,16 @@ extension OutboxSender {
         let started = SystemClock.monotonic()
         // Answers reach the relay in batches: those that came together (one actor hop per burst, at most
         // `OutboxSender.settleBatch` a hop), not held back for more, so the relay can make them durable at once.
-        let answered = Locked<[(OutboxItem, Delivery, Double)]>([])
+        // Each names its item by index: a copy of the item per answer cost a retain of each of its strings.
+        let answered = Locked<[Answered]>([])
         let handOver: @Sendable () async -> Void = {
             let batch = answered.withLock { answers in defer { answers.removeAll(keepingCapacity: true) }; return answers }
-            if !batch.isEmpty { await self.settled(batch) }
+            if !batch.isEmpty { await self.settled(batch, of: items) }
         }
         let delivered = await apns.fanOut(items.map { ($0.push, $0.device) }, retry: .never,
                                           drained: handOver) { index, delivery in
             let full = answered.withLock { answers in
-                answers.append((items[index], delivery, SystemClock.monotonic() - receivedAt))
+                answers.append(Answered(index: index, delivery: delivery, seconds: SystemClock.monotonic() - receivedAt))
                 return answers.count >= OutboxSender.settleBatch
             }
             if full { await handOver() }
@@ -28,13 +29,22 @@ extension OutboxSender {
                                  "delivered": String(delivered), "ms": String(Int((SystemClock.monotonic() - started) * 1000))])
     }
 
-    /// A batch of answers (item, answer, seconds since the event): see `settled(_:_:)`.
-    func settled(_ answers: [(OutboxItem, Delivery, Double)]) {
+    /// One answer of a fan-out: which of its items, APNs' answer, and the seconds since the event.
+    struct Answered: Sendable {
+        let index: Int
+        let delivery: Delivery
+        let seconds: Double
+    }
+
+    /// A batch of answers to `items`: see `settled(_:_:)`.
+    func settled(_ answers: [Answered], of items: [OutboxItem]) {
         // Counted under one lock for the batch, not one per answer.
         tally.count { metrics in
-            for (item, delivery, seconds) in answers { OutboxSender.count(delivery, push: item.push, seconds: seconds, in: &metrics) }
+            for answer in answers {
+                OutboxSender.count(answer.delivery, kind: items[answer.index].push.kind, seconds: answer.seconds, in: &metrics)
+            }
         }
-        for (item, delivery, _) in answers { settled(item, delivery) }
+        for answer in answers { settled(items[answer.index], answer.delivery) }
         flushSoon()
     }
 
@@ -149,10 +159,10 @@ extension OutboxSender {
     }
 
     /// Counts one push's answer in `metrics`.
-    private static func count(_ delivery: Delivery, push: Push, seconds: Double, in metrics: inout Metrics) {
+    private static func count(_ delivery: Delivery, kind: Push.Kind, seconds: Double, in metrics: inout Metrics) {
         let status = delivery.outcome.status
         let reason: String = if case .rejected(let r) = delivery.outcome { r.reason?.rawValue ?? "" } else { "" }
-        metrics.recordPush(kind: push.kind.rawValue, status: status > 0 ? String(status) : delivery.outcome.label,
+        metrics.recordPush(kind: kind.rawValue, status: status > 0 ? String(status) : delivery.outcome.label,
                            reason: reason, seconds: delivery.outcome.isDelivered ? seconds : nil)
     }
 
@@ -167,7 +177,7 @@ extension OutboxSender {
         guard let apns else { return nil }
         let started = SystemClock.monotonic()
         let delivery = await apns.deliver(push, to: device)
-        tally.count { OutboxSender.count(delivery, push: push, seconds: SystemClock.monotonic() - started, in: &$0) }
+        tally.count { OutboxSender.count(delivery, kind: push.kind, seconds: SystemClock.monotonic() - started, in: &$0) }
         apply(delivery.effect, device: device, runID: nil)
         return delivery
     }

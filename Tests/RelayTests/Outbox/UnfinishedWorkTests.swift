@@ -83,7 +83,7 @@ import Testing
             return
         }
         let delivered = Delivery(outcome: .delivered(apnsID: nil), environment: .production, effect: .none)
-        await relay.settled(items.prefix(2).map { ($0, delivered, 0.01) })
+        await relay.settled((0..<2).map { OutboxSender.Answered(index: $0, delivery: delivered, seconds: 0.01) }, of: items)
         var left = try dir.store().outboxCount()
         // This outbox has no tick and no fan-out to end: only the settle timer can write them. Its 4 ms is a
         // benchmark's business; the bound here is only room for a loaded machine (its timer resumes through the
