@@ -242,7 +242,7 @@ package enum RelayMain {
         let owners = parts.owners
         let checks = PrefectClient(config: config, http: parts.credentialHTTP)
         let authorizer = Authorizer(check: { header in await checks.checkCredential(header) })
-        let api = API(ledger: owners.ledger, outbox: owners.outbox, notifier: owners.notifier, status: owners.status,
+        let api = API(ledger: owners.ledger, outbox: owners.outbox, planner: owners.planner, status: owners.status,
                       authorizer: authorizer, maxDevices: config.maxDevices)
         var limits = HTTPServer.Limits()
         limits.maxConnections = budget.apiConnections

@@ -12,7 +12,7 @@ struct RelayOwners: Sendable {
     let tally: MetricsTally
     let ledger: Ledger
     let outbox: OutboxSender
-    let notifier: PushPlanner
+    let planner: PushPlanner
     let tracker: PauseTracker
     let status: RelayStatus
 
@@ -27,9 +27,9 @@ struct RelayOwners: Sendable {
         let startup = try Ledger.Startup(reading: store, now: now())
         ledger = Ledger(store: store, tally: tally)
         outbox = OutboxSender(ledger: ledger, apns: apns, nextDueMs: startup.nextDueMs, tally: tally, now: steady)
-        notifier = PushPlanner(uiRoot: uiRoot, topic: topic)
+        planner = PushPlanner(uiRoot: uiRoot, topic: topic)
         let runner = PauseJobs(outbox: outbox, ledger: ledger,
-                               gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), notifier: notifier,
+                               gatherer: ContextGatherer(prefect: prefect, readAhead: readAhead), planner: planner,
                                now: now)
         tracker = PauseTracker(ledger: ledger, startup: startup, prefect: prefect, runner: runner, tally: tally, now: now,
                                steady: steady)

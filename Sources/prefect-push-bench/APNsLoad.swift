@@ -5,7 +5,7 @@ import RelayCore
 /// The relay's own APNs client under load, for `make bench` (throughput on one connection), through the client's
 /// `package` API; the relay itself never calls it.
 ///
-/// Pushes go out the way the notifier fans out an announce: one `APNsClient.fanOut` over the host's one shared
+/// Pushes go out the way an announce fans out: one `APNsClient.fanOut` over the host's one shared
 /// connection.
 enum APNsLoad {
     struct Result: Sendable {

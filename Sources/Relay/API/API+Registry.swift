@@ -52,7 +52,7 @@ extension API {
         } catch {
             return storageFailure(error)
         }
-        guard let delivery = await outbox.deliverNow(notifier.testPush(to: device), to: device) else {
+        guard let delivery = await outbox.deliverNow(planner.testPush(to: device), to: device) else {
             return APIError.unavailable("APNs is not configured: set APNS_KEY (or APNS_KEY_PATH), APNS_KEY_ID and APNS_TEAM_ID")
                 .response
         }

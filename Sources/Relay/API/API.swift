@@ -7,7 +7,7 @@ import RelayCore
 struct API: Sendable {
     let ledger: Ledger
     let outbox: OutboxSender
-    let notifier: PushPlanner
+    let planner: PushPlanner
     let status: RelayStatus
     let authorizer: Authorizer
     /// `MAX_DEVICES`: registering a new device beyond it is a 409.

@@ -76,7 +76,7 @@ extension PauseJobs {
                                  pauseTimeout: pause.timeoutAt.map { Timestamp.format(Double($0)) })
         }
         guard let props = WaitingProps(run: run, flowName: context.flowName, text: text, serverId: "",
-                                       uiRoot: notifier.uiRoot) else { return .unavailable }
+                                       uiRoot: planner.uiRoot) else { return .unavailable }
         Log.info("pause.text", ["run": pause.runID, "title": String(props.title.prefix(60)), "category": props.category,
                                 "context": text.contextSource.rawValue])
         return .built(props, arrivals: live.arrivals)

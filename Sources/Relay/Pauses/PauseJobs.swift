@@ -9,7 +9,7 @@ struct PauseJobs: Sendable {
     let outbox: OutboxSender
     let ledger: Ledger
     let gatherer: ContextGatherer
-    let notifier: PushPlanner
+    let planner: PushPlanner
     let now: @Sendable () -> Double
 
     /// Pushes are built and stored only with an APNs key; without one the announce still stores its props.
@@ -50,7 +50,7 @@ struct PauseJobs: Sendable {
         case .unavailable: return false
         }
         guard let devices = await registered else { return false }
-        let batches = sending ? notifier.announce(pause, props, to: devices, now: Int64(now())) : []
+        let batches = sending ? planner.announce(pause, props, to: devices, now: Int64(now())) : []
         let alongside = Ledger.Alongside(props: (pause.stateID, props.encoded(), false))
         switch await outbox.enqueueAndSend(batches, alongside: alongside, receivedAt: receivedAt, runID: pause.runID,
                                            purpose: "announce") {
@@ -74,7 +74,7 @@ struct PauseJobs: Sendable {
         guard sending else { return await enqueueAndSend([], alongside: claim, pause, receivedAt: receivedAt, purpose: "remind") }
         guard let props = await storedProps(pause, tracker: tracker, followed: followed),
               let devices = await ledger.devices() else { return false }
-        let batches = notifier.remind(pause, props, minutesLeft: minutesLeft, to: devices, now: Int64(now()))
+        let batches = planner.remind(pause, props, minutesLeft: minutesLeft, to: devices, now: Int64(now()))
         return await enqueueAndSend(batches, alongside: claim, pause, receivedAt: receivedAt, purpose: "remind")
     }
 
@@ -86,7 +86,7 @@ struct PauseJobs: Sendable {
         let forget = Ledger.Alongside(forgetActivitiesOf: pause.runID)
         guard sending else { return await enqueueAndSend([], alongside: forget, pause, receivedAt: receivedAt, purpose: "end") }
         guard let props = await storedProps(pause, tracker: tracker, followed: followed) else { return false }
-        let batches = notifier.end(pause, props, activities: activities, now: Int64(now()))
+        let batches = planner.end(pause, props, activities: activities, now: Int64(now()))
         return await enqueueAndSend(batches, alongside: forget, pause, receivedAt: receivedAt, purpose: "end")
     }
 
@@ -106,7 +106,7 @@ struct PauseJobs: Sendable {
         let request = PropsRequest(pause: pause, flowName: stored.flowName, followed: followed)
         guard case .built(let props, let arrivals) = await buildProps(request, tracker: tracker),
               let activities = await ledger.activities(runID: pause.runID) else { return false }
-        let batches = sending ? notifier.update(pause, props, activities: activities, now: Int64(now())) : []
+        let batches = sending ? planner.update(pause, props, activities: activities, now: Int64(now())) : []
         let replacing = Ledger.Alongside(props: (pause.stateID, props.encoded(), true))
         let enqueued = await outbox.enqueueAndSend(batches, alongside: replacing, receivedAt: receivedAt,
                                                    runID: pause.runID, purpose: "refresh")
